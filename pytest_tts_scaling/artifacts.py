@@ -1,0 +1,80 @@
+"""Reading and writing artifacts: atomic writes, one-line errors naming the field."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from pytest_tts_scaling.errors import ArtifactError
+from pytest_tts_scaling.schema import ARTIFACT_MODELS
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temp file in the same directory and rename it, so readers never see half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump_json(model: BaseModel) -> str:
+    """The canonical text of an artifact: stable key order, so equal plans are equal bytes."""
+    data = model.model_dump(mode="json", by_alias=True)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def save(model: BaseModel, path: Path) -> Path:
+    write_atomic(path, dump_json(model))
+    return path
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+    return f"field '{loc}': {err['msg'].lower()} (got {err.get('input')!r:.60})"
+
+
+def load(path: Path | str, model: type[M]) -> M:
+    """Read an artifact of the given kind, or raise :class:`ArtifactError` in one line."""
+    path = Path(path)
+    try:
+        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: no such artifact file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+    expected = next(k for k, v in ARTIFACT_MODELS.items() if v is model)
+    if raw.get("schema") != expected:
+        raise ArtifactError(
+            f"{path}: field 'schema': expected {expected!r}, got {raw.get('schema')!r}"
+        )
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ArtifactError(f"{path}: {_first_error(exc)}") from None
+
+
+def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Append per-request records; each line is a whole JSON object."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, separators=(",", ":")) + "\n")

@@ -1,0 +1,1 @@
+"""`tts-bench` subcommands, one module each with `register(subparsers)`."""

@@ -1,0 +1,117 @@
+"""The endpoint handle: what is measured, how to reach it, and how to hold its capacity still.
+
+Three kinds share one interface: a local container the plugin starts, any URL speaking the
+container's contract, and a SageMaker endpoint (`pytest_tts_scaling.aws.endpoint`).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import hashlib
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+from pytest_tts_scaling.schema import DeployedConfig, Rung
+from pytest_tts_scaling.transports import Transport
+
+
+class Endpoint(abc.ABC):
+    """One endpoint under measurement."""
+
+    kind: str
+    name: str
+    deployed: DeployedConfig
+    slug: str
+
+    @abc.abstractmethod
+    def transport(self, name: str, *, concurrency: int) -> Transport:
+        """A transport of the given kind (`response-stream` or `bidi`) sized for N workers."""
+
+    def instance_count(self) -> int | None:
+        """Instances serving now, where the platform says; None where it cannot be known."""
+        return None
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[Endpoint]:
+        """Hold capacity at one instance for the measurement; restore on every exit path."""
+        yield self
+
+    def annotate_rungs(self, rungs: list[Rung]) -> list[Rung]:
+        """After the ladder, attach server-side views of each rung (SageMaker: CloudWatch)."""
+        return rungs
+
+    @property
+    def frozen_capacity(self) -> bool:
+        """Whether :meth:`frozen` really pins capacity; a local or URL endpoint has none to pin."""
+        return False
+
+    @property
+    def queue_max_depth(self) -> int | None:
+        """The container's admission bound as deployed; None when unbounded or unknown."""
+        raw = self.deployed.container_env.get("QUEUE_MAX_DEPTH", "")
+        return int(raw) if raw.strip().isdigit() and int(raw) > 0 else None
+
+
+class UrlEndpoint(Endpoint):
+    """Any endpoint speaking the container's HTTP contract at a base URL."""
+
+    kind = "url"
+
+    def __init__(self, base_url: str, *, deployed: DeployedConfig | None = None, slug: str = ""):
+        self.base_url = base_url.rstrip("/")
+        self.name = self.base_url
+        self.deployed = deployed or DeployedConfig(
+            instance_type="unknown", image_digest="unknown", container_env={}
+        )
+        self.slug = slug or "url-" + hashlib.sha256(self.base_url.encode()).hexdigest()[:8]
+
+    def transport(self, name: str, *, concurrency: int) -> Transport:
+        if name == "bidi":
+            from pytest_tts_scaling.transports.websocket import WebSocketTransport
+
+            return WebSocketTransport(self.base_url)
+        from pytest_tts_scaling.transports.http import HttpStreamTransport
+
+        return HttpStreamTransport(self.base_url, max_connections=max(concurrency, 1))
+
+
+class LocalEndpoint(UrlEndpoint):
+    """The container's server started by the plugin on this machine (the local default)."""
+
+    kind = "local"
+
+    def __init__(self, base_url: str, *, model_dir: Path | None, container_env: dict[str, str]):
+        digest = local_fingerprint(model_dir)
+        super().__init__(
+            base_url,
+            deployed=DeployedConfig(
+                instance_type="local", image_digest=f"sha256:{digest}", container_env=container_env
+            ),
+            slug=f"local-{digest[:8]}",
+        )
+        self.name = "local"
+
+
+def local_fingerprint(model_dir: Path | None) -> str:
+    """sha256 over the server's code and the model files, so a changed model changes the slug.
+
+    The development model is built deterministically from the server's code, so without a
+    model directory the code alone identifies it.
+    """
+    digest = hashlib.sha256()
+    spec = importlib.util.find_spec("tts_container")
+    roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    files = sorted(
+        f
+        for root in roots
+        for f in root.rglob("*")
+        if f.is_file() and f.suffix in {".py", ".json"} and "__pycache__" not in f.parts
+    )
+    if model_dir is not None:
+        files += sorted(f for f in Path(model_dir).rglob("*") if f.is_file())
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -1,0 +1,101 @@
+"""Session fixtures: options, the endpoint, the frozen endpoint and the ladder result.
+
+Measurement is expensive, so everything that measures is session-scoped and computed once, no
+matter how many scenario tests assert on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pytest_tts_scaling.endpoint import Endpoint
+from pytest_tts_scaling.options import ResolvedOptions, RunOptions
+from pytest_tts_scaling.report import ReportExtras
+
+
+@pytest.fixture(scope="session")
+def tts_options(pytestconfig: pytest.Config) -> RunOptions:
+    """The parsed command-line options of this run."""
+    from pytest_tts_scaling.plugin import OPTIONS_KEY
+
+    return pytestconfig.stash[OPTIONS_KEY]
+
+
+@pytest.fixture(scope="session")
+def tts_settings(tts_options: RunOptions) -> ResolvedOptions:
+    """Options with the ladder's defaults decided for this kind of endpoint."""
+    return tts_options.for_kind()
+
+
+@pytest.fixture(scope="session")
+def tts_summary(pytestconfig: pytest.Config) -> list[str]:
+    """Lines printed in the `tts-scaling` section at the end of the run."""
+    from pytest_tts_scaling.plugin import SUMMARY_KEY
+
+    return pytestconfig.stash[SUMMARY_KEY]
+
+
+@pytest.fixture(scope="session")
+def tts_progress(pytestconfig: pytest.Config) -> Callable[[str], None]:
+    """Write one line to the terminal now, whatever capturing is active."""
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+
+    def write(line: str) -> None:
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(line)
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def tts_endpoint(
+    tts_options: RunOptions, tts_progress: Callable[[str], None]
+) -> Iterator[Endpoint]:
+    """The endpoint under measurement; for the local default, a server started for the session."""
+    from pytest_tts_scaling.endpoints import open_endpoint
+
+    with open_endpoint(tts_options, log=tts_progress) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def tts_frozen_endpoint(tts_endpoint: Endpoint) -> Iterator[Endpoint]:
+    """The endpoint with autoscaling suspended and capacity pinned to one instance."""
+    with tts_endpoint.frozen() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def tts_ladder(
+    request: pytest.FixtureRequest,
+    tts_settings: ResolvedOptions,
+    tts_progress: Callable[[str], None],
+    tts_summary: list[str],
+) -> object:
+    """The measured ladder (a :class:`~pytest_tts_scaling.ladder.LadderResult`).
+
+    With --dry-run it prints the schedule and skips without starting or calling anything.
+    """
+    from pytest_tts_scaling.ladder import describe_schedule, run_ladder
+
+    if tts_settings.run.dry_run:
+        for line in describe_schedule(tts_settings):
+            tts_progress(line)
+        pytest.skip("dry run: schedule printed, nothing sent")
+    endpoint: Endpoint = request.getfixturevalue("tts_frozen_endpoint")
+    result = run_ladder(endpoint, tts_settings, progress=tts_progress)
+    tts_summary.extend(result.summary_lines())
+    return result
+
+
+@pytest.fixture
+def tts_report(request: pytest.FixtureRequest) -> ReportExtras:
+    """Pictures, tables and text this test adds to its row of the HTML report."""
+    from pytest_tts_scaling.plugin import EXTRAS_KEY
+
+    extras = ReportExtras()
+    request.node.stash[EXTRAS_KEY] = extras
+    return extras

@@ -1,0 +1,418 @@
+"""Every option of the plugin and of `tts-bench`, parsed once into a frozen dataclass.
+
+The same table feeds pytest's option group and argparse, so `pytest -m qmax --ladder …` and
+`tts-bench qmax --ladder …` accept the same words and fail with the same messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, Literal
+
+EndpointKind = Literal["local", "url", "sagemaker"]
+
+DEFAULT_MODEL = "kokoro-82m"
+DEFAULT_SLO_MS = 3000.0
+DEFAULT_SURGE_RATIO = 1.25
+
+
+@dataclass(frozen=True)
+class LadderDefaults:
+    """Ladder shape; the source's values for a real endpoint, smaller ones for a 2-core CPU."""
+
+    ladder: tuple[int, ...]
+    hold_s: float
+    measure_s: float
+    gap_s: float
+
+
+SOURCE_LADDER = LadderDefaults(
+    ladder=(1, 5, 10, 20, 30, 40, 50, 60), hold_s=240.0, measure_s=60.0, gap_s=30.0
+)
+# The untrained development model on 2 CPU cores serves one request in about a second, so a
+# handful of rungs of 25 s each finds its Q_max in a few minutes.
+LOCAL_LADDER = LadderDefaults(ladder=(1, 2, 3, 4, 6, 8), hold_s=25.0, measure_s=15.0, gap_s=2.0)
+
+
+def _fail(value: str, expected: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(f"Could not parse value {value!r}: expected {expected}")
+
+
+def positive_float(value: str) -> float:
+    try:
+        parsed = float(value)
+    except ValueError:
+        raise _fail(value, "a positive number") from None
+    if not math.isfinite(parsed) or parsed <= 0:
+        raise _fail(value, "a positive number")
+    return parsed
+
+
+def non_negative_float(value: str) -> float:
+    try:
+        parsed = float(value)
+    except ValueError:
+        raise _fail(value, "a number >= 0") from None
+    if not math.isfinite(parsed) or parsed < 0:
+        raise _fail(value, "a number >= 0")
+    return parsed
+
+
+def positive_int(value: str) -> int:
+    try:
+        parsed = int(value)
+    except ValueError:
+        raise _fail(value, "a whole number >= 1") from None
+    if parsed < 1:
+        raise _fail(value, "a whole number >= 1")
+    return parsed
+
+
+def non_negative_int(value: str) -> int:
+    try:
+        parsed = int(value)
+    except ValueError:
+        raise _fail(value, "a whole number >= 0") from None
+    if parsed < 0:
+        raise _fail(value, "a whole number >= 0")
+    return parsed
+
+
+def ladder(value: str) -> tuple[int, ...]:
+    """`1,5,10` → (1, 5, 10): strictly increasing whole numbers >= 1."""
+    expected = "comma-separated whole numbers >= 1 in increasing order, e.g. 1,5,10,20"
+    try:
+        rungs = tuple(int(part) for part in value.split(","))
+    except ValueError:
+        raise _fail(value, expected) from None
+    if not rungs or rungs[0] < 1 or any(b <= a for a, b in pairwise(rungs)):
+        raise _fail(value, expected)
+    return rungs
+
+
+def surge_ratio(value: str) -> float:
+    try:
+        parsed = float(value)
+    except ValueError:
+        raise _fail(value, "a number in [1, 1.5)") from None
+    if not 1.0 <= parsed < 1.5:
+        raise _fail(value, "a number in [1, 1.5)")
+    return parsed
+
+
+def endpoint_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise _fail(value, "an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def endpoint_name(value: str) -> str:
+    # SageMaker endpoint names: 1-63 of [a-zA-Z0-9-], not starting or ending with '-'.
+    if not (
+        0 < len(value) <= 63
+        and value.replace("-", "").isalnum()
+        and value.isascii()
+        and not value.startswith("-")
+        and not value.endswith("-")
+    ):
+        raise _fail(value, "a SageMaker endpoint name (1-63 letters, digits and '-')")
+    return value
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    flag: str
+    dest: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    default: Any = None
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    action: str | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dest": self.dest, "help": self.help, "default": self.default}
+        if self.action:
+            out["action"] = self.action
+        else:
+            out["metavar"] = self.metavar
+            if self.type is not None:
+                out["type"] = self.type
+            if self.choices is not None:
+                out["choices"] = list(self.choices)
+        return out
+
+
+OPTION_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "--endpoint",
+        "tts_endpoint",
+        "SageMaker endpoint to measure. Default: none (a local container started by the plugin).",
+        endpoint_name,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
+        "--endpoint-url",
+        "tts_endpoint_url",
+        "Any endpoint speaking the container's HTTP "
+        "contract, e.g. http://127.0.0.1:8080. Default: none.",
+        endpoint_url,
+        None,
+        "URL",
+    ),
+    OptionSpec(
+        "--model",
+        "tts_model",
+        f"Model name used in artifact names and the plan. Default: {DEFAULT_MODEL}.",
+        None,
+        DEFAULT_MODEL,
+        "NAME",
+    ),
+    OptionSpec(
+        "--transport",
+        "tts_transport",
+        "How requests are sent: response-stream (chunked "
+        "HTTP / InvokeEndpointWithResponseStream) or bidi (WebSocket session). Default: "
+        "response-stream.",
+        None,
+        "response-stream",
+        "KIND",
+        ("response-stream", "bidi"),
+    ),
+    OptionSpec(
+        "--slo-ms",
+        "tts_slo_ms",
+        f"p95 time-to-first-audio-byte objective in ms. Default: {DEFAULT_SLO_MS:g}.",
+        positive_float,
+        None,
+        "MS",
+    ),
+    OptionSpec(
+        "--ladder",
+        "tts_ladder",
+        "Concurrency rungs. Default: 1,5,10,20,30,40,50,60 (local default: 1,2,3,4,6,8).",
+        ladder,
+        None,
+        "N,N,...",
+    ),
+    OptionSpec(
+        "--hold-s",
+        "tts_hold_s",
+        "Seconds each rung is held. Default: 240 (local: 25).",
+        positive_float,
+        None,
+        "S",
+    ),
+    OptionSpec(
+        "--measure-s",
+        "tts_measure_s",
+        "Seconds at the end of each hold that are measured. Default: 60 (local: 15).",
+        positive_float,
+        None,
+        "S",
+    ),
+    OptionSpec(
+        "--gap-s",
+        "tts_gap_s",
+        "Idle seconds between rungs. Default: 30 (local: 2).",
+        non_negative_float,
+        None,
+        "S",
+    ),
+    OptionSpec(
+        "--runs",
+        "tts_runs",
+        "Repeat the whole ladder this many times; Q_max is the lowest. Default: 1.",
+        positive_int,
+        1,
+        "N",
+    ),
+    OptionSpec(
+        "--min-qmax",
+        "tts_min_qmax",
+        "Fail the qmax scenario when Q_max is below N. Default: no gate.",
+        positive_int,
+        None,
+        "N",
+    ),
+    OptionSpec(
+        "--dry-run",
+        "tts_dry_run",
+        "Print the schedule and its wall-clock estimate; send nothing. Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--artifacts-dir",
+        "tts_artifacts_dir",
+        "Where artifacts are written and read. Default: reports.",
+        Path,
+        Path("reports"),
+        "DIR",
+    ),
+    OptionSpec(
+        "--allow-config-mismatch",
+        "tts_allow_config_mismatch",
+        "Accept artifacts measured "
+        "on another configuration (a warning instead of a refusal). Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--allow-shallow-queue",
+        "tts_allow_shallow_queue",
+        "Measure even when the endpoint's QUEUE_MAX_DEPTH is below the top rung. Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--qmax-artifact",
+        "tts_qmax_artifact",
+        "qmax artifact for ttotal and plan. Default: none.",
+        Path,
+        None,
+        "FILE",
+    ),
+    OptionSpec(
+        "--ttotal-artifact",
+        "tts_ttotal_artifact",
+        "ttotal artifact for plan. Default: none.",
+        Path,
+        None,
+        "FILE",
+    ),
+    OptionSpec(
+        "--plan-artifact",
+        "tts_plan_artifact",
+        "plan artifact for validate. Default: none.",
+        Path,
+        None,
+        "FILE",
+    ),
+    OptionSpec(
+        "--surge-ratio",
+        "tts_surge_ratio",
+        "Growth the fleet absorbs within one T_total, "
+        f"in [1, 1.5). Default: {DEFAULT_SURGE_RATIO}.",
+        surge_ratio,
+        DEFAULT_SURGE_RATIO,
+        "S",
+    ),
+    OptionSpec(
+        "--peak-rps",
+        "tts_peak_rps",
+        "Peak requests per second the fleet must serve. Default: none.",
+        positive_float,
+        None,
+        "RPS",
+    ),
+    OptionSpec(
+        "--trough-rps",
+        "tts_trough_rps",
+        "Quietest requests per second. Default: 0.",
+        non_negative_float,
+        0.0,
+        "RPS",
+    ),
+    OptionSpec(
+        "--min-floor", "tts_min_floor", "Smallest fleet allowed. Default: 1.", positive_int, 1, "N"
+    ),
+)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the user asked for, parsed; local defaults resolved by :meth:`for_kind`."""
+
+    endpoint: str | None = None
+    endpoint_url: str | None = None
+    model: str = DEFAULT_MODEL
+    transport: str = "response-stream"
+    slo_ms: float | None = None
+    ladder: tuple[int, ...] | None = None
+    hold_s: float | None = None
+    measure_s: float | None = None
+    gap_s: float | None = None
+    runs: int = 1
+    min_qmax: int | None = None
+    dry_run: bool = False
+    artifacts_dir: Path = Path("reports")
+    allow_config_mismatch: bool = False
+    allow_shallow_queue: bool = False
+    qmax_artifact: Path | None = None
+    ttotal_artifact: Path | None = None
+    plan_artifact: Path | None = None
+    surge_ratio: float = DEFAULT_SURGE_RATIO
+    peak_rps: float | None = None
+    trough_rps: float = 0.0
+    min_floor: int = 1
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> EndpointKind:
+        if self.endpoint:
+            return "sagemaker"
+        if self.endpoint_url:
+            return "url"
+        return "local"
+
+    def for_kind(self) -> ResolvedOptions:
+        base = LOCAL_LADDER if self.kind == "local" else SOURCE_LADDER
+        hold = self.hold_s if self.hold_s is not None else base.hold_s
+        measure = self.measure_s if self.measure_s is not None else min(base.measure_s, hold)
+        if measure > hold:
+            raise argparse.ArgumentTypeError(
+                f"--measure-s {measure:g} is longer than --hold-s {hold:g}: the measured window "
+                "is the end of the hold, so expected --measure-s <= --hold-s"
+            )
+        return ResolvedOptions(
+            run=self,
+            slo_ms=self.slo_ms if self.slo_ms is not None else DEFAULT_SLO_MS,
+            ladder=self.ladder if self.ladder is not None else base.ladder,
+            hold_s=hold,
+            measure_s=measure,
+            gap_s=self.gap_s if self.gap_s is not None else base.gap_s,
+        )
+
+    @classmethod
+    def from_namespace(cls, values: Mapping[str, Any]) -> RunOptions:
+        """Build from parsed option dests (`tts_ladder` → `ladder`); unknown keys go to `extra`."""
+        names = {f.name for f in fields(cls)}
+        known: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for dest, value in values.items():
+            key = dest.removeprefix("tts_")
+            (known if key in names else extra)[key] = value
+        if known.get("endpoint") and known.get("endpoint_url"):
+            raise argparse.ArgumentTypeError(
+                "--endpoint and --endpoint-url both given: expected at most one of them"
+            )
+        return cls(**known, extra=extra)
+
+
+@dataclass(frozen=True)
+class ResolvedOptions:
+    """Options with every ladder value decided for the kind of endpoint being measured."""
+
+    run: RunOptions
+    slo_ms: float
+    ladder: tuple[int, ...]
+    hold_s: float
+    measure_s: float
+    gap_s: float
+
+
+def add_to_argparse(parser: argparse.ArgumentParser | Any, specs: tuple[OptionSpec, ...]) -> None:
+    for spec in specs:
+        parser.add_argument(spec.flag, **spec.kwargs())
+
+
+def specs_named(*flags: str) -> tuple[OptionSpec, ...]:
+    by_flag = {spec.flag: spec for spec in OPTION_SPECS}
+    return tuple(by_flag[flag] for flag in flags)

@@ -1,0 +1,98 @@
+"""pytest hooks: options, markers, scenario selection, report extras and the session summary.
+
+Cheap to import: boto3, torch and matplotlib are imported inside the functions that use them, so
+the plugin costs nothing in a project that does not use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_tts_scaling import fixtures
+from pytest_tts_scaling.options import OPTION_SPECS, RunOptions
+from pytest_tts_scaling.report import ReportExtras
+
+STEP_MARKERS = {
+    "qmax": "Q_max: closed-loop concurrency ladder under a frozen endpoint (SPEC §4).",
+    "ttotal": "T_total: the scale-out timeline of one more instance.",
+    "plan": "plan: thresholds, cooldowns and fleet size from the qmax and ttotal artifacts.",
+    "drift": "drift: read-only preflight of the deployed scaling configuration.",
+    "validate": "validate: the deployed scaling configuration matches the plan artifact.",
+    "validate_live": "validate_live: opt-in checks of the policy under real load.",
+}
+
+OPTIONS_KEY = pytest.StashKey[RunOptions]()
+SUMMARY_KEY = pytest.StashKey[list[str]]()
+EXTRAS_KEY = pytest.StashKey[ReportExtras]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tts-scaling", "measured autoscaling for streaming TTS endpoints")
+    for spec in OPTION_SPECS:
+        group.addoption(spec.flag, **spec.kwargs())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in STEP_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+    values = {spec.dest: config.getoption(spec.dest) for spec in OPTION_SPECS}
+    try:
+        options = RunOptions.from_namespace(values)
+        options.for_kind()
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[OPTIONS_KEY] = options
+    config.stash[SUMMARY_KEY] = []
+    config.pluginmanager.register(fixtures, "tts_scaling_fixtures")
+    if config.pluginmanager.hasplugin("html"):
+        config.pluginmanager.register(HtmlExtras(), "tts_scaling_html")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without -m, measurement scenarios (any step marker) are left out: they need an endpoint."""
+    if config.getoption("markexpr"):
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        is_scenario = any(any(item.iter_markers(name)) for name in STEP_MARKERS)
+        (drop if is_scenario else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        config.stash[SUMMARY_KEY].append(
+            f"{len(drop)} measurement scenario(s) left out: name a step to run them, "
+            "e.g. pytest -m qmax"
+        )
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    lines = config.stash.get(SUMMARY_KEY, [])
+    if lines:
+        terminalreporter.section("tts-scaling")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+class HtmlExtras:
+    """pytest-html hooks, registered only when pytest-html is active."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        extras = item.stash.get(EXTRAS_KEY, None)
+        if extras is not None and report.when == "call":
+            from pytest_html import extras as html_extras
+
+            factories = {"png": html_extras.png, "html": html_extras.html, "text": html_extras.text}
+            report.extras = [  # type: ignore[attr-defined]
+                *getattr(report, "extras", []),
+                *(factories[extra.kind](extra.content, name=extra.name) for extra in extras.items),
+            ]
+        return report

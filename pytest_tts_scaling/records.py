@@ -1,0 +1,159 @@
+"""One request's measurement: the timer transports report to, and the record it becomes.
+
+TTFAB is taken where the first byte of audio samples arrives (SPEC §3): a transport hands every
+body byte it reads to :meth:`StreamTimer.body`, which skips a WAV header, so no transport can
+mistake headers or control frames for audio.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from typing import Any, Literal
+
+from pytest_tts_scaling.stats import underrun_s
+
+Status = Literal["ok", "rejected", "error", "timeout"]
+REJECTION_CODES = frozenset({408, 429, 503})
+WAV_HEADER_BYTES = 44
+
+
+@dataclass(frozen=True)
+class AudioFormat:
+    """How many bytes make a second of audio, and how many leading bytes are not audio."""
+
+    sample_rate: int = 24000
+    sample_width: int = 2
+    channels: int = 1
+    header_bytes: int = 0
+
+    @property
+    def bytes_per_second(self) -> int:
+        return self.sample_rate * self.sample_width * self.channels
+
+    @classmethod
+    def for_format(cls, fmt: str) -> AudioFormat:
+        return cls(header_bytes=WAV_HEADER_BYTES if fmt == "wav" else 0)
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What one request sends: its JSON body plus the fields the records are joined on."""
+
+    request_id: str
+    body: dict[str, Any]
+    audio: AudioFormat = AudioFormat()
+    voice: str | None = None
+    text_chars: int = 0
+
+
+@dataclass
+class StreamTimer:
+    """Collects the times of one exchange on the monotonic clock (ns)."""
+
+    audio: AudioFormat
+    clock_ns: Any = time.perf_counter_ns
+    start_ns: int | None = None
+    first_audio_ns: int | None = None
+    end_ns: int | None = None
+    audio_bytes: int = 0
+    header_left: int = 0
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    http_status: int | None = None
+    status: Status = "error"
+    error_code: str | None = None
+
+    def __post_init__(self) -> None:
+        self.header_left = self.audio.header_bytes
+
+    def started(self) -> None:
+        """Call just before the request is written."""
+        self.start_ns = self.clock_ns()
+
+    def body(self, data: bytes) -> None:
+        """Call for every body byte read; header bytes are counted out, audio bytes timed."""
+        now = self.clock_ns()
+        skip = min(self.header_left, len(data))
+        self.header_left -= skip
+        audio = len(data) - skip
+        if audio <= 0:
+            return
+        if self.first_audio_ns is None:
+            self.first_audio_ns = now
+        self.audio_bytes += audio
+        self.chunks.append((now, audio))
+
+    def finished(self, status: Status, error_code: str | None = None) -> None:
+        self.end_ns = self.clock_ns()
+        self.status = status
+        self.error_code = error_code
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """A finished request as written to the per-request JSONL (SPEC §5) and summarized per rung."""
+
+    request_id: str
+    rung: int
+    worker: int
+    start_ns: int
+    end_ns: int
+    status: Status
+    error_code: str | None
+    http_status: int | None
+    ttfab_ms: float | None
+    latency_ms: float
+    audio_bytes: int
+    audio_s: float
+    underrun_ms: float | None
+    gaps_ms: tuple[float, ...]
+    voice: str | None
+    text_chars: int
+    epoch_start_ns: int
+
+    @classmethod
+    def from_timer(
+        cls, timer: StreamTimer, spec: RequestSpec, *, rung: int, worker: int, epoch_offset_ns: int
+    ) -> RequestRecord:
+        """`epoch_offset_ns` converts the monotonic clock to wall-clock ns for joins."""
+        assert timer.start_ns is not None
+        assert timer.end_ns is not None
+        bps = spec.audio.bytes_per_second
+        ttfab_ms = ms(timer.first_audio_ns - timer.start_ns) if timer.first_audio_ns else None
+        times = [at for at, _ in timer.chunks]
+        gaps = tuple(ms(b - a) for a, b in pairwise(times))
+        underrun = None
+        if timer.first_audio_ns is not None:
+            seconds = underrun_s(
+                timer.first_audio_ns / 1e9, [(at / 1e9, n / bps) for at, n in timer.chunks]
+            )
+            underrun = seconds * 1000.0
+        return cls(
+            request_id=spec.request_id,
+            rung=rung,
+            worker=worker,
+            start_ns=timer.start_ns,
+            end_ns=timer.end_ns,
+            status=timer.status,
+            error_code=timer.error_code,
+            http_status=timer.http_status,
+            ttfab_ms=ttfab_ms,
+            latency_ms=ms(timer.end_ns - timer.start_ns),
+            audio_bytes=timer.audio_bytes,
+            audio_s=timer.audio_bytes / bps,
+            underrun_ms=underrun,
+            gaps_ms=gaps,
+            voice=spec.voice,
+            text_chars=spec.text_chars,
+            epoch_start_ns=timer.start_ns + epoch_offset_ns,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["gaps_ms"] = list(self.gaps_ms)
+        return row
+
+
+def ms(ns: int) -> float:
+    return ns / 1e6

@@ -1,0 +1,205 @@
+"""The artifact contract (SPEC §5): one definition, read by the plugin, the CLI and infra.
+
+Users commit these files and CDK reads them, so fields are only ever added. The models are
+pure data (pydantic); reading and writing files lives in :mod:`pytest_tts_scaling.artifacts`.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+QMAX_SCHEMA: Final = "tts-scaling/qmax/1"
+TTOTAL_SCHEMA: Final = "tts-scaling/ttotal/1"
+PLAN_SCHEMA: Final = "tts-scaling/plan/1"
+
+Transport = Literal["response-stream", "bidi"]
+Verdict = Literal["ok", "warn", "stop"]
+
+
+class _Model(BaseModel):
+    # Unknown fields survive a read-modify-write, so newer tools' fields are not lost.
+    model_config = ConfigDict(extra="allow", frozen=False)
+
+
+class Summary(_Model):
+    """Distribution of one per-request metric (SPEC §3), computed by :func:`stats.summarize`."""
+
+    count: int = Field(ge=0)
+    mean: float | None
+    min: float | None
+    max: float | None
+    std: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+
+
+class Interval(_Model):
+    """A two-sided confidence interval."""
+
+    low: float
+    high: float
+    level: float = 0.95
+
+
+class DeployedConfig(_Model):
+    instance_type: str
+    image_digest: str
+    container_env: dict[str, str] = Field(default_factory=dict)
+
+
+class Provenance(_Model):
+    origin: str
+    run_id: str
+    measured_at: str
+    tool_version: str
+    git_commit: str | None = None
+
+
+class Rung(_Model):
+    """One concurrency level of the ladder and its verdict."""
+
+    concurrency: int = Field(ge=1)
+    usable: bool
+    unusable_reason: str | None
+    meets_slo: bool
+    completed: int = Field(ge=0)
+    rejected: int = Field(ge=0)
+    measure_s: float = Field(ge=0)
+    throughput_rps: float = Field(ge=0)
+    concurrency_mean: float = Field(ge=0)
+    ttfab_ms: Summary
+    latency_ms: Summary
+    cw_ratio: float | None = None
+    # Beyond the minimum contract: what the verdicts and later steps use.
+    failed: int = Field(default=0, ge=0)
+    concurrency_max: float | None = None
+    ttfab_p95_ci_ms: Interval | None = None
+    inter_chunk_gap_ms: Summary | None = None
+    underrun_ms: Summary | None = None
+    audio_s: Summary | None = None
+    rtf: Summary | None = None
+    audio_throughput: float | None = None
+    phase: Literal["ladder", "refine"] = "ladder"
+    extensions: int = Field(default=0, ge=0)
+    run: int = Field(default=1, ge=1)
+    window_start: str | None = None
+    window_end: str | None = None
+    cw_max: float | None = None
+    instance_count: int | None = None
+
+
+class QmaxArtifact(_Model):
+    schema_: Literal["tts-scaling/qmax/1"] = Field(alias="schema", default=QMAX_SCHEMA)
+    model: str
+    endpoint: str
+    transport: Transport
+    slug: str
+    deployed_config: DeployedConfig
+    slo_ms: float = Field(gt=0)
+    q_max: int | None
+    q_max_bracketed: bool
+    s_mean_s: float | None
+    s_p95_s: float | None
+    ttfab_p95_at_c1_ms: float | None
+    frozen: bool
+    unbounded_queue: bool
+    rungs: list[Rung]
+    provenance: Provenance
+    complete: bool = True
+    stop_reason: str | None = None
+    records_file: str | None = None
+    settings: dict[str, object] = Field(default_factory=dict)
+    runs_q_max: list[int | None] = Field(default_factory=list)
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class Stage(_Model):
+    """One point of the scale-out timeline, with where it was read from."""
+
+    stage: str
+    at: str
+    bounded: bool
+    source: str
+    elapsed_s: float | None = None
+    share: float | None = None
+
+
+class TtotalArtifact(_Model):
+    schema_: Literal["tts-scaling/ttotal/1"] = Field(alias="schema", default=TTOTAL_SCHEMA)
+    model: str
+    slug: str
+    transport: Transport
+    trigger: str
+    t_measured_s: float = Field(ge=0)
+    policy_lag_bound_s: float = Field(ge=0)
+    t_total_s: float = Field(ge=0)
+    bounded: bool
+    stages: list[Stage]
+    provenance: Provenance
+    dominant_stage: str | None = None
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class Finding(_Model):
+    name: str
+    verdict: Verdict
+    detail: str
+    recommendation: str
+
+
+class PlanArtifact(_Model):
+    schema_: Literal["tts-scaling/plan/1"] = Field(alias="schema", default=PLAN_SCHEMA)
+    model: str
+    slug: str
+    inputs: dict[str, object]
+    c_scale_max: float
+    c_scale_min: float
+    cw_units_ratio: float
+    scaling_target_value: float
+    scale_in_threshold: float
+    w_max_s: float
+    queue_max_depth: int
+    scale_out_cooldown_s: int
+    scale_in_cooldown_s: int
+    min_instances: int
+    max_instances: int
+    min_safe_instances: int
+    per_instance_rps_at_c_scale_max: float
+    first_chunk_alarm_ms: float
+    findings: list[Finding]
+    verdict: Verdict
+    config_block: str
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+ARTIFACT_MODELS: dict[str, type[_Model]] = {
+    QMAX_SCHEMA: QmaxArtifact,
+    TTOTAL_SCHEMA: TtotalArtifact,
+    PLAN_SCHEMA: PlanArtifact,
+}
+
+
+def qmax_filename(model: str, transport: str, slug: str) -> str:
+    return f"qmax-{model}-{transport}-{slug}.json"
+
+
+def ttotal_filename(model: str, trigger: str, slug: str) -> str:
+    return f"ttotal-{model}-{trigger}-{slug}.json"
+
+
+def plan_filename(model: str) -> str:
+    return f"plan-{model}.json"
+
+
+def slug_for(instance_type: str, image_digest: str) -> str:
+    """`ml.g5.xlarge` + `sha256:8b1b96bc…` → `g5xlarge-8b1b96bc` (SPEC §5)."""
+    kind = instance_type.removeprefix("ml.").replace(".", "")
+    digest = image_digest.split(":", 1)[-1]
+    return f"{kind}-{digest[:8]}"

@@ -1,0 +1,62 @@
+"""`bidi` against a URL: one WebSocket session per worker, many requests over it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import WebSocketException
+
+from pytest_tts_scaling.records import RequestSpec, StreamTimer
+from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, Session, Transport
+
+BIDI_PATH = "/invocations-bidirectional-stream"
+QUEUE_SATURATED = "queue_saturated"
+
+
+class WebSocketTransport(Transport):
+    name = "bidi"
+
+    def __init__(self, base_url: str, *, timeout_s: float = INVOCATION_LIMIT_S):
+        self.url = "ws" + base_url.rstrip("/").removeprefix("http") + BIDI_PATH
+        self.timeout_s = timeout_s
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[Session]:
+        async with connect(self.url, max_size=None, open_timeout=10) as connection:
+            yield _WebSocketSession(connection, self.timeout_s)
+
+
+class _WebSocketSession:
+    def __init__(self, connection: ClientConnection, timeout_s: float):
+        self.connection = connection
+        self.timeout_s = timeout_s
+
+    async def send(self, request: RequestSpec, timer: StreamTimer) -> None:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                timer.started()
+                await self.connection.send(json.dumps(request.body))
+                while True:
+                    frame = await self.connection.recv()
+                    if isinstance(frame, bytes):
+                        timer.body(frame)
+                        continue
+                    message = json.loads(frame)
+                    kind = message.get("type")
+                    if kind == "synthesis_complete":
+                        timer.finished("ok")
+                        return
+                    if kind == "error":
+                        code = str(message.get("error", "error"))
+                        timer.finished("rejected" if code == QUEUE_SATURATED else "error", code)
+                        return
+        except TimeoutError:
+            timer.finished("timeout", "invocation_timeout")
+            raise  # the session is mid-stream and cannot carry another request
+        except (WebSocketException, OSError, ValueError) as exc:
+            timer.finished("error", type(exc).__name__)
+            raise
