@@ -81,7 +81,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 class HtmlExtras:
     """pytest-html hooks, registered only when pytest-html is active."""
 
-    @pytest.hookimpl(wrapper=True)
+    # Innermost wrapper, so pytest-html's own wrapper sees the extras when it unwinds.
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -90,9 +91,11 @@ class HtmlExtras:
         if extras is not None and report.when == "call":
             from pytest_html import extras as html_extras
 
-            factories = {"png": html_extras.png, "html": html_extras.html, "text": html_extras.text}
-            report.extras = [  # type: ignore[attr-defined]
-                *getattr(report, "extras", []),
-                *(factories[extra.kind](extra.content, name=extra.name) for extra in extras.items),
+            made = [
+                html_extras.html(f"<h3>{extra.name}</h3>{extra.content}")
+                if extra.kind == "html"
+                else getattr(html_extras, extra.kind)(extra.content, name=extra.name)
+                for extra in extras.items
             ]
+            report.extras = [*getattr(report, "extras", []), *made]  # type: ignore[attr-defined]
         return report

@@ -1,0 +1,30 @@
+# The two quickstart commands: `make qmax` (measure the local default) and `make test`.
+# Both create the virtual environment on first use; ARGS passes extra options to pytest.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+ARGS ?=
+
+.PHONY: install qmax test lint
+
+$(STAMP): pyproject.toml container/pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ./container -e '.[dev]'
+	touch $@
+
+install: $(STAMP)
+
+# Q_max of the local container (untrained Kokoro-82M on this CPU): artifact and HTML report in reports/.
+qmax: $(STAMP)
+	$(BIN)/pytest -m qmax --html=reports/qmax-report.html --self-contained-html $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# The project's own tests, with ruff and mypy first.
+test: lint
+	$(BIN)/pytest $(ARGS)

@@ -1,0 +1,30 @@
+"""Shared helpers for the project's own tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_tts_scaling.calibration import SerialStreamServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def qmax_scenario(pytester: pytest.Pytester) -> Path:
+    """The real `scenarios/test_qmax.py`, copied into a pytester directory."""
+    return pytester.makepyfile(test_qmax=(ROOT / "scenarios" / "test_qmax.py").read_text())
+
+
+@pytest.fixture
+def serial_server() -> Iterator[SerialStreamServer]:
+    """One request at a time, 100 ms each, first audio after 50 ms: Q_max 10 at a 1000 ms SLO."""
+    with SerialStreamServer(service_s=0.1, first_audio_s=0.05) as server:
+        yield server

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_tts_scaling.artifacts import dump_json, load, save, write_atomic
+from pytest_tts_scaling.errors import ArtifactError
+from pytest_tts_scaling.schema import (
+    DeployedConfig,
+    Provenance,
+    QmaxArtifact,
+    TtotalArtifact,
+    qmax_filename,
+    slug_for,
+)
+
+
+def artifact() -> QmaxArtifact:
+    return QmaxArtifact(
+        model="kokoro-82m",
+        endpoint="local",
+        transport="response-stream",
+        slug="local-12345678",
+        deployed_config=DeployedConfig(instance_type="local", image_digest="sha256:1234"),
+        slo_ms=3000,
+        q_max=None,
+        q_max_bracketed=False,
+        s_mean_s=None,
+        s_p95_s=None,
+        ttfab_p95_at_c1_ms=None,
+        frozen=False,
+        unbounded_queue=True,
+        rungs=[],
+        provenance=Provenance(
+            origin="local", run_id="r", measured_at="2026-01-01T00:00:00Z", tool_version="0.1.0"
+        ),
+    )
+
+
+def test_slug_and_names() -> None:
+    assert slug_for("ml.g5.xlarge", "sha256:8b1b96bc0011") == "g5xlarge-8b1b96bc"
+    assert qmax_filename("kokoro-82m", "bidi", "g5xlarge-8b1b96bc") == (
+        "qmax-kokoro-82m-bidi-g5xlarge-8b1b96bc.json"
+    )
+
+
+def test_round_trip_keeps_unknown_fields(tmp_path: Path) -> None:
+    path = save(artifact(), tmp_path / "a.json")
+    raw = json.loads(path.read_text())
+    assert raw["schema"] == "tts-scaling/qmax/1"
+    raw["added_by_a_newer_tool"] = {"x": 1}
+    path.write_text(json.dumps(raw))
+    again = load(path, QmaxArtifact)
+    assert json.loads(dump_json(again))["added_by_a_newer_tool"] == {"x": 1}
+
+
+def test_atomic_write_leaves_old_file_when_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "a.json"
+    target.write_text("old")
+
+    def boom(src: str, dst: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, "new")
+    assert target.read_text() == "old"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such artifact file"),
+        ("{", "not JSON"),
+        ("[]", "expected a JSON object"),
+        ('{"schema": "tts-scaling/plan/1"}', "field 'schema': expected 'tts-scaling/qmax/1'"),
+    ],
+)
+def test_load_errors_are_one_line(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "a.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ArtifactError, match=message) as info:
+        load(path, QmaxArtifact)
+    assert "\n" not in str(info.value)
+
+
+def test_load_names_the_bad_field(tmp_path: Path) -> None:
+    raw = json.loads(dump_json(artifact()))
+    raw["slo_ms"] = "fast"
+    del raw["rungs"]
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ArtifactError, match="field 'slo_ms'"):
+        load(path, QmaxArtifact)
+    with pytest.raises(ArtifactError, match="expected 'tts-scaling/ttotal/1'"):
+        load(path, TtotalArtifact)

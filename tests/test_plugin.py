@@ -1,0 +1,192 @@
+"""The plugin as users meet it: options, markers, errors, scenario selection, pass and fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_tts_scaling.calibration import SerialStreamServer
+
+NO_CACHE = ("-p", "no:cacheprovider")
+
+
+def test_help_lists_every_option_with_its_default(pytester: pytest.Pytester) -> None:
+    text = " ".join(pytester.runpytest("--help").stdout.str().split())
+    assert "measured autoscaling for streaming TTS endpoints:" in text
+    for expected in (
+        "--endpoint=NAME SageMaker endpoint to measure. Default: none",
+        "--endpoint-url=URL",
+        "--transport=KIND",
+        "session). Default: response-stream.",
+        "--slo-ms=MS p95 time-to-first-audio-byte objective in ms. Default: 3000.",
+        "--ladder=N,N,... Concurrency rungs. Default: 1,5,10,20,30,40,50,60",
+        "--hold-s=S Seconds each rung is held. Default: 240",
+        "--dry-run",
+        "Default: reports.",
+        "--allow-config-mismatch",
+    ):
+        assert expected in text
+
+
+def test_markers_are_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    for marker in ("qmax", "ttotal", "plan", "drift", "validate", "validate_live"):
+        result.stdout.fnmatch_lines([f"@pytest.mark.{marker}:*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ladder", "5,1"], "*--ladder*increasing order*"),
+        (["--slo-ms", "-3"], "*--slo-ms*positive number*"),
+        (["--transport", "carrier-pigeon"], "*--transport*invalid choice*"),
+        (["--endpoint", "not_valid!"], "*--endpoint*SageMaker endpoint name*"),
+        (["--endpoint-url", "localhost:8080"], "*--endpoint-url*http://*"),
+        (["--surge-ratio", "1.5"], "*--surge-ratio*[[]1, 1.5)*"),
+        (["--hold-s", "10", "--measure-s", "20"], "*--measure-s 20 is longer than --hold-s 10*"),
+        (["--endpoint", "a", "--endpoint-url", "http://x"], "*at most one*"),
+    ],
+)
+def test_bad_values_are_usage_errors(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
+    result = pytester.runpytest(*NO_CACHE, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_scenarios_run_only_when_their_step_is_named(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.qmax
+        def test_scenario():
+            pass
+
+        def test_plain():
+            pass
+        """
+    )
+    plain = pytester.runpytest(*NO_CACHE)
+    plain.assert_outcomes(passed=1, deselected=1)
+    plain.stdout.fnmatch_lines(["*1 measurement scenario(s) left out*-m qmax*"])
+    named = pytester.runpytest(*NO_CACHE, "-m", "qmax")
+    named.assert_outcomes(passed=1, deselected=1)
+
+
+def test_dry_run_prints_the_schedule_and_sends_nothing(
+    pytester: pytest.Pytester, qmax_scenario: Path
+) -> None:
+    # Nothing listens on port 9: a request would fail, the dry run must not send one.
+    result = pytester.runpytest(
+        *NO_CACHE,
+        "-m",
+        "qmax",
+        "--dry-run",
+        "--endpoint-url",
+        "http://127.0.0.1:9",
+        "--ladder",
+        "1,5,10",
+        "--hold-s",
+        "60",
+        "--measure-s",
+        "30",
+        "--gap-s",
+        "10",
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*qmax dry run: url endpoint http://127.0.0.1:9*",
+            "*ladder 1,5,10: hold 60 s (last 30 s measured), gap 10 s*",
+            "*rung 3: N=10 * starts at +    140 s*",
+            "*estimate: 3.3 min*",
+        ]
+    )
+    assert result.ret == 0
+    assert not (pytester.path / "reports").exists()
+
+
+def test_qmax_against_a_server_with_known_capacity(
+    pytester: pytest.Pytester, qmax_scenario: Path, serial_server: SerialStreamServer
+) -> None:
+    """The acceptance check of the measurement chain: a serial server whose Q_max is 10."""
+    assert serial_server.true_qmax(1000) == 10
+    artifacts = pytester.path / "out"
+    result = pytester.runpytest(
+        *NO_CACHE,
+        "-m",
+        "qmax",
+        "--endpoint-url",
+        serial_server.base_url,
+        "--ladder",
+        "1,2,4,8,12,16",
+        "--hold-s",
+        "6",
+        "--measure-s",
+        "4",
+        "--gap-s",
+        "0",
+        "--slo-ms",
+        "1000",
+        "--artifacts-dir",
+        str(artifacts),
+        "--min-qmax",
+        "10",
+        "--html",
+        str(pytester.path / "report.html"),
+        "--self-contained-html",
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["*qmax N=12 * FAIL*", "*qmax N=10 * refine*pass*", "*Q_max 10 (bracketed)*"]
+    )
+    [path] = artifacts.glob("qmax-kokoro-82m-response-stream-url-*.json")
+    artifact = json.loads(path.read_text())
+    assert artifact["q_max"] == 10
+    assert artifact["q_max_bracketed"] is True
+    assert artifact["complete"] is True
+    by_n = {r["concurrency"]: r for r in artifact["rungs"]}
+    assert sorted(by_n) == [1, 2, 4, 8, 10, 11, 12, 16]
+    # Closed loop on a serial server: TTFAB = (N-1)*100 ms + 50 ms, throughput 10/s.
+    for n, rung in by_n.items():
+        assert rung["ttfab_ms"]["p50"] == pytest.approx((n - 1) * 100 + 50, abs=30)
+        assert rung["throughput_rps"] == pytest.approx(10, rel=0.15)
+        assert rung["concurrency_mean"] == pytest.approx(n, rel=0.05)
+    records = (artifacts / artifact["records_file"]).read_text().splitlines()
+    assert len(records) >= sum(r["completed"] for r in artifact["rungs"])
+    assert {"request_id", "start_ns", "end_ns", "ttfab_ms"} <= set(json.loads(records[0]))
+    html = (pytester.path / "report.html").read_text()
+    assert "data:image/png;base64" in html
+    assert "p95 CI" in html
+
+
+def test_min_qmax_gate_fails_naming_both_numbers(
+    pytester: pytest.Pytester, qmax_scenario: Path
+) -> None:
+    with SerialStreamServer(service_s=0.05, first_audio_s=0.02) as server:
+        result = pytester.runpytest(
+            *NO_CACHE,
+            "-m",
+            "qmax",
+            "--endpoint-url",
+            server.base_url,
+            "--ladder",
+            "1,2",
+            "--hold-s",
+            "2",
+            "--measure-s",
+            "1.5",
+            "--gap-s",
+            "0",
+            "--slo-ms",
+            "1000",
+            "--artifacts-dir",
+            str(pytester.path / "out"),
+            "--min-qmax",
+            "5",
+        )
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*Q_max 2 is below --min-qmax 5*", "*only a lower bound*"])
