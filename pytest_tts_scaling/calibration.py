@@ -101,6 +101,9 @@ class SerialStreamServer:
                 await self._stream(writer, request_id)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            # Only the server's own shutdown cancels a handler; end it quietly.
+            pass
         finally:
             writer.close()
             with contextlib.suppress(Exception):

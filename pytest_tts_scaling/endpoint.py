@@ -74,7 +74,7 @@ class UrlEndpoint(Endpoint):
             return WebSocketTransport(self.base_url)
         from pytest_tts_scaling.transports.http import HttpStreamTransport
 
-        return HttpStreamTransport(self.base_url, max_connections=max(concurrency, 1))
+        return HttpStreamTransport(self.base_url)
 
 
 class LocalEndpoint(UrlEndpoint):

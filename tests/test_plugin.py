@@ -189,4 +189,4 @@ def test_min_qmax_gate_fails_naming_both_numbers(
             "5",
         )
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*Q_max 2 is below --min-qmax 5*", "*only a lower bound*"])
+    result.stdout.fnmatch_lines(["*only a lower bound*", "*Q_max 2 is below --min-qmax 5*"])
