@@ -1,0 +1,1 @@
+"""Lambda handlers shipped as assets; each module runs alone in the Lambda Python runtime."""

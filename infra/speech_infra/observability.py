@@ -1,0 +1,163 @@
+"""EndpointObservability: a dashboard and the alarms that watch the measured policy (SPEC §8).
+
+- ``FirstChunkLatencyP95``: the container's own EMF metric (namespace ``TTS/Container``, metric
+  ``FirstChunkLatency``, dimension ``Model``), p95 above the plan's ``first_chunk_alarm_ms`` (p95
+  TTFAB at concurrency 1): instances are slower than when measured, whatever the queue does.
+- ``ServerErrors``: ``Invocation5XXErrors`` from SageMaker.
+- ``ConcurrencyOverTarget``: per-instance concurrency held above the scaling target for longer
+  than a scale-out takes, so the policy is not keeping up.
+
+Alarm names are ``speech-{model}-{what}``: ``tts-bench drift`` and ``validate`` look them up.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from pytest_tts_scaling.schema import PlanArtifact
+from speech_infra.autoscaling import concurrency_metric
+from speech_infra.naming import alarm_name, endpoint_name
+
+ONE_MINUTE = cdk.Duration.minutes(1)
+# A scale-out took 320 s in the source measurement: being over target for 6 minutes is not a
+# transient the policy is still reacting to.
+OVER_TARGET_MINUTES = 6
+
+
+class EndpointObservability(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        model_name: str,
+        variant_name: str,
+        plan: PlanArtifact,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        endpoint = endpoint_name(model_name)
+        variant_dims = {"EndpointName": endpoint, "VariantName": variant_name}
+
+        first_chunk = cloudwatch.Metric(
+            namespace="TTS/Container",
+            metric_name="FirstChunkLatency",
+            dimensions_map={"Model": model_name},
+            statistic="p95",
+            period=ONE_MINUTE,
+            unit=cloudwatch.Unit.MILLISECONDS,
+        )
+
+        def variant_sum(metric_name: str) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace="AWS/SageMaker",
+                metric_name=metric_name,
+                dimensions_map=variant_dims,
+                statistic="Sum",
+                period=ONE_MINUTE,
+            )
+
+        server_errors = variant_sum("Invocation5XXErrors")
+        client_errors = variant_sum("Invocation4XXErrors")
+        invocations = variant_sum("Invocations")
+        model_latency = cloudwatch.Metric(
+            namespace="AWS/SageMaker",
+            metric_name="ModelLatency",
+            dimensions_map=variant_dims,
+            statistic="p95",
+            period=ONE_MINUTE,
+        )
+        concurrency_max = concurrency_metric(
+            model_name, variant_name, period=cdk.Duration.seconds(10)
+        )
+        concurrency_avg = concurrency_metric(
+            model_name, variant_name, period=ONE_MINUTE, statistic="Average"
+        )
+
+        self.first_chunk_alarm = cloudwatch.Alarm(
+            self,
+            "FirstChunkLatencyP95",
+            alarm_name=alarm_name(model_name, "FirstChunkLatencyP95"),
+            alarm_description=(
+                f"p95 time to first audio chunk above {plan.first_chunk_alarm_ms:g} ms (the plan's "
+                "p95 at concurrency 1): the service time itself has regressed."
+            ),
+            metric=first_chunk,
+            threshold=plan.first_chunk_alarm_ms,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.server_errors_alarm = cloudwatch.Alarm(
+            self,
+            "ServerErrors",
+            alarm_name=alarm_name(model_name, "ServerErrors"),
+            alarm_description="The endpoint answered with 5XX errors in 2 of the last 3 minutes.",
+            metric=server_errors,
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=3,
+            datapoints_to_alarm=2,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.concurrency_alarm = cloudwatch.Alarm(
+            self,
+            "ConcurrencyOverTarget",
+            alarm_name=alarm_name(model_name, "ConcurrencyOverTarget"),
+            alarm_description=(
+                f"Mean concurrency per instance above the scaling target "
+                f"{plan.scaling_target_value:g} for {OVER_TARGET_MINUTES} minutes: scale-out is "
+                "not keeping up (max_instances reached, or capacity is slow to arrive)."
+            ),
+            metric=concurrency_avg,
+            threshold=plan.scaling_target_value,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=OVER_TARGET_MINUTES,
+            datapoints_to_alarm=OVER_TARGET_MINUTES,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=endpoint, default_interval=cdk.Duration.hours(3)
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Concurrent requests per instance (max, 10 s)",
+                left=[concurrency_max],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=plan.scaling_target_value, label="scale-out target"
+                    ),
+                    cloudwatch.HorizontalAnnotation(
+                        value=plan.scale_in_threshold, label="scale-in threshold"
+                    ),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="First chunk latency p95 (ms)",
+                left=[first_chunk],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(value=plan.first_chunk_alarm_ms, label="alarm")
+                ],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Invocations and errors",
+                left=[invocations],
+                right=[server_errors, client_errors],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Model latency p95 (microseconds)", left=[model_latency], width=6
+            ),
+            cloudwatch.AlarmStatusWidget(
+                title="Alarms",
+                alarms=[self.first_chunk_alarm, self.server_errors_alarm, self.concurrency_alarm],
+                width=6,
+            ),
+        )
