@@ -7,12 +7,14 @@ matter how many scenario tests assert on it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from pytest_tts_scaling.endpoint import Endpoint
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report import ReportExtras
+from pytest_tts_scaling.schema import TtotalArtifact
 
 
 @pytest.fixture(scope="session")
@@ -89,6 +91,24 @@ def tts_ladder(
     result = run_ladder(endpoint, tts_settings, progress=tts_progress)
     tts_summary.extend(result.summary_lines())
     return result
+
+
+@pytest.fixture(scope="session")
+def tts_scale_timeline(
+    request: pytest.FixtureRequest,
+    tts_settings: ResolvedOptions,
+    tts_progress: Callable[[str], None],
+    tts_summary: list[str],
+) -> tuple[TtotalArtifact, Path]:
+    """The measured scale-out timeline and where its artifact was written."""
+    from pytest_tts_scaling.scaletimer import run_ttotal, summary_lines
+
+    if tts_settings.run.qmax_artifact is None:
+        pytest.fail("ttotal needs the qmax artifact of this endpoint: pass --qmax-artifact FILE")
+    endpoint: Endpoint = request.getfixturevalue("tts_endpoint")
+    artifact, path = run_ttotal(endpoint, tts_settings, progress=tts_progress)
+    tts_summary.extend(summary_lines(artifact, path))
+    return artifact, path
 
 
 @pytest.fixture

@@ -63,6 +63,7 @@ class StreamTimer:
     http_status: int | None = None
     status: Status = "error"
     error_code: str | None = None
+    target: str | None = None
 
     def __post_init__(self) -> None:
         self.header_left = self.audio.header_bytes
@@ -111,6 +112,7 @@ class RequestRecord:
     voice: str | None
     text_chars: int
     epoch_start_ns: int
+    target: str | None = None
 
     @classmethod
     def from_timer(
@@ -147,6 +149,7 @@ class RequestRecord:
             voice=spec.voice,
             text_chars=spec.text_chars,
             epoch_start_ns=timer.start_ns + epoch_offset_ns,
+            target=timer.target,
         )
 
     def to_json(self) -> dict[str, Any]:

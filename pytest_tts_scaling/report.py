@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from pytest_tts_scaling.schema import QmaxArtifact
+from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact
 
 UNTRAINED_NOTE = (
     "Measured on the offline development model: an untrained Kokoro-82M of the real "
@@ -135,3 +135,35 @@ def rung_table_html(artifact: QmaxArtifact) -> str:
 
 def _note_for(artifact: QmaxArtifact) -> str | None:
     return UNTRAINED_NOTE if artifact.endpoint == "local" else None
+
+
+def waterfall_png(artifact: TtotalArtifact) -> bytes:
+    """Each stage as a bar from its predecessor, on seconds since desired_set; bounds hatched."""
+    plt = _pyplot()
+    stages = [s for s in artifact.stages if s.elapsed_s is not None]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(stages) + 1.6))
+    previous = min((s.elapsed_s or 0.0) for s in stages) if stages else 0.0
+    for row, stage in enumerate(stages):
+        end = stage.elapsed_s or 0.0
+        start = min(previous, end)
+        dominant = stage.stage == artifact.dominant_stage
+        ax.barh(
+            row,
+            max(end - start, 0.05),
+            left=start,
+            color="tab:red" if dominant else "tab:blue",
+            hatch="//" if stage.bounded else None,
+            alpha=0.8,
+        )
+        ax.text(end, row, f" {end:.1f} s ({stage.source})", va="center", fontsize="x-small")
+        previous = end
+    ax.axvline(artifact.t_measured_s, color="tab:gray", linestyle="--")
+    ax.set_yticks(range(len(stages)), [s.stage for s in stages])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since desired_set (hatched: a bound)")
+    ax.set_title(
+        f"T_total {artifact.t_total_s:.1f} s = {artifact.t_measured_s:.1f} s measured + "
+        f"{artifact.policy_lag_bound_s:.0f} s policy lag bound"
+    )
+    ax.grid(axis="x", alpha=0.3)
+    return _figure_png(fig)

@@ -142,6 +142,11 @@ class TtotalArtifact(_Model):
     stages: list[Stage]
     provenance: Provenance
     dominant_stage: str | None = None
+    policy_lag_source: str | None = None
+    probe: dict[str, object] = Field(default_factory=dict)
+    missing_stages: list[str] = Field(default_factory=list)
+    out_of_order_stages: list[str] = Field(default_factory=list)
+    qmax_run_id: str | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

@@ -1,0 +1,53 @@
+"""`tts-bench ttotal`: the scale-out timeline of one more instance."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
+
+FLAGS = (
+    "--endpoint",
+    "--model",
+    "--transport",
+    "--hold-s",
+    "--measure-s",
+    "--artifacts-dir",
+    "--allow-config-mismatch",
+)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "ttotal",
+        help="measure T_total: from asking for one more instance to healthy traffic",
+        description="Force one more instance under a closed-loop probe at a rung the qmax "
+        "artifact measured and time every stage. Without --endpoint, one more local container.",
+    )
+    parser.add_argument(
+        "--qmax",
+        dest="tts_qmax_artifact",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the qmax artifact of this endpoint (required)",
+    )
+    add_to_argparse(parser, specs_named(*FLAGS))
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.endpoints import open_endpoint
+    from pytest_tts_scaling.scaletimer import run_ttotal, summary_lines
+
+    values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
+    settings = RunOptions.from_namespace(values).for_kind()
+    with open_endpoint(settings.run, log=print) as endpoint:
+        artifact, path = run_ttotal(
+            endpoint, settings, progress=lambda line: print(line, flush=True)
+        )
+    for line in summary_lines(artifact, path):
+        print(line)
+    return 0
