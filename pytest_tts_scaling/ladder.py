@@ -122,7 +122,7 @@ def run_ladder(
     workload: Workload | None = None,
 ) -> LadderResult:
     run = settings.run
-    workload = workload or Workload()
+    workload = workload or Workload.default_for(endpoint.kind)
     check_admission_bound(endpoint, max(settings.ladder), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")

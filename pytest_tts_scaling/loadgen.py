@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pytest_tts_scaling.records import RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.transports import Transport
 
-# After a rejection a worker pauses this long, so a full admission gate does not turn the client
-# into a busy loop of 503s; it is far below any service time and is reported in the artifact.
+# After a rejection or an error a worker pauses this long, so a full admission gate or a dead
+# server does not turn the client into a busy loop; it is far below any service time.
 REJECTION_BACKOFF_S = 0.05
 # Requests still running when the load stops get this long to finish before they are cancelled.
 DRAIN_S = 30.0
@@ -104,7 +104,7 @@ class ClosedLoop:
                                         epoch_offset_ns=self.epoch_offset_ns,
                                     )
                                 )
-                        if timer.status == "rejected":
+                        if timer.status in ("rejected", "error"):
                             await asyncio.sleep(REJECTION_BACKOFF_S)
             except asyncio.CancelledError:
                 raise

@@ -104,7 +104,7 @@ def measure_local_ttotal(
     if not isinstance(endpoint, UrlEndpoint):
         raise TypeError("the local scale timer needs an endpoint reachable by URL")
     check_comparable(qmax, endpoint, settings)
-    workload = workload or Workload()
+    workload = workload or Workload.default_for(endpoint.kind)
     concurrency, post_scale = probe_rung(qmax)
     threshold = recovery_threshold_ms(qmax, post_scale)
     window_s = settings.measure_s

@@ -22,6 +22,16 @@ DEFAULT_TEXTS: tuple[str, ...] = (
     "The train to the airport leaves from platform six every fifteen minutes.",
     "Remember to drink some water and take a short break from your screen.",
 )
+# The local default runs Kokoro-82M on a 2-core CPU at about real time, so its requests are short
+# prompts: a ladder then finishes in minutes instead of an hour.
+LOCAL_TEXTS: tuple[str, ...] = (
+    "Your order has shipped.",
+    "Turn left in two hundred meters.",
+    "The meeting starts at three.",
+    "Please hold for the next agent.",
+    "Tomorrow will be sunny.",
+    "Your code is four seven one nine.",
+)
 DEFAULT_VOICES: tuple[str, ...] = ("af_heart",)
 
 
@@ -31,6 +41,10 @@ class Workload:
     voices: Sequence[str] = DEFAULT_VOICES
     speed: float = 1.0
     format: str = "pcm"
+
+    @classmethod
+    def default_for(cls, endpoint_kind: str) -> Workload:
+        return cls(texts=LOCAL_TEXTS) if endpoint_kind == "local" else cls()
 
     def request(self, concurrency: int, worker: int, seq: int) -> RequestSpec:
         index = worker + seq * concurrency
