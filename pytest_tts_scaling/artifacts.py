@@ -42,7 +42,7 @@ def save(model: BaseModel, path: Path) -> Path:
     return path
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
     return f"field '{loc}': {err['msg'].lower()} (got {err.get('input')!r:.60})"
@@ -69,7 +69,7 @@ def load(path: Path | str, model: type[M]) -> M:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ArtifactError(f"{path}: {_first_error(exc)}") from None
+        raise ArtifactError(f"{path}: {first_error(exc)}") from None
 
 
 def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

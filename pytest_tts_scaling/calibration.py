@@ -1,7 +1,9 @@
 """A streaming server whose true Q_max is known, for checking the measurement chain end to end.
 
 It serves `slots` requests at a time (1 = serial), each taking `first_audio_s` to its first audio
-chunk and `service_s` in all; others wait in a FIFO queue. Response headers go out on arrival,
+chunk and `service_s` in all; others wait in a FIFO queue. The body is raw PCM, JSON lines
+carrying base64 audio (`jsonl`), or one JSON document with an embedding (`json`, sent whole at
+the end, as a non-TTS endpoint would). Response headers go out on arrival,
 before any queueing, so a client that took headers for audio would be caught. It records when it
 wrote each request's first audio byte, so the client's TTFAB error can be measured.
 
@@ -12,11 +14,13 @@ TTFAB = (N − 1)·service_s + first_audio_s and Q_max = floor((SLO − first_au
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 PCM_BYTES_PER_S = 48000  # 24 kHz, 16-bit mono, as the real container sends
 
@@ -27,6 +31,7 @@ class SerialStreamServer:
     first_audio_s: float = 0.05
     chunks: int = 4
     slots: int = 1
+    body_format: Literal["raw", "jsonl", "json"] = "raw"
     host: str = "127.0.0.1"
     port: int = 0
     first_audio_sent_ns: dict[str, int] = field(default_factory=dict)
@@ -110,13 +115,13 @@ class SerialStreamServer:
                 await writer.wait_closed()
 
     async def _stream(self, writer: asyncio.StreamWriter, request_id: str) -> None:
+        kind = b"application/json" if self.body_format != "raw" else b"audio/pcm;rate=24000"
         writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: audio/pcm;rate=24000\r\n"
-            b"transfer-encoding: chunked\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ntransfer-encoding: chunked\r\n\r\n" % kind
         )
         await writer.drain()
         rest = max(0.0, self.service_s - self.first_audio_s) / max(1, self.chunks - 1)
-        chunk = b"\x00" * int(PCM_BYTES_PER_S * self.service_s / max(1, self.chunks))
+        audio = b"\x00" * int(PCM_BYTES_PER_S * self.service_s / max(1, self.chunks))
         async with self._slots:
             started = time.perf_counter()
             await asyncio.sleep(self.first_audio_s)
@@ -124,9 +129,21 @@ class SerialStreamServer:
                 if index:
                     deadline = started + self.first_audio_s + index * rest
                     await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
+                if self.body_format == "json":
+                    continue
+                chunk = audio
+                if self.body_format == "jsonl":
+                    encoded = base64.b64encode(audio).decode()
+                    chunk = json.dumps({"audio": encoded, "index": index}).encode() + b"\n"
                 writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 await writer.drain()
                 if index == 0:
                     self.first_audio_sent_ns[request_id] = time.perf_counter_ns()
+            if self.body_format == "json":
+                document = json.dumps({"embedding": [0.125] * 384, "request_id": request_id})
+                chunk = document.encode()
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                await writer.drain()
+                self.first_audio_sent_ns[request_id] = time.perf_counter_ns()
         writer.write(b"0\r\n\r\n")
         await writer.drain()

@@ -21,7 +21,7 @@ from pytest_tts_scaling.endpoint import Endpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.loadgen import RungRun, run_rung
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.records import RequestRecord
+from pytest_tts_scaling.records import RequestRecord, RequestSpec
 from pytest_tts_scaling.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.stats import time_weighted_in_flight
 from pytest_tts_scaling.verdicts import (
@@ -32,7 +32,7 @@ from pytest_tts_scaling.verdicts import (
     select_qmax,
     straddles_slo,
 )
-from pytest_tts_scaling.workload import Workload
+from pytest_tts_scaling.workload import Workload, workload_for
 
 # A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
 MAX_EXTENSIONS = 2
@@ -122,12 +122,14 @@ def run_ladder(
     workload: Workload | None = None,
 ) -> LadderResult:
     run = settings.run
-    workload = workload or Workload.default_for(endpoint.kind)
+    workload = workload or workload_for(run, endpoint.kind)
     check_admission_bound(endpoint, max(settings.ladder), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")
+    inputs_path = path.with_name(path.stem + ".inputs.jsonl")
     records_path.parent.mkdir(parents=True, exist_ok=True)
     records_path.write_text("")
+    inputs_path.write_text("")
     provenance = Provenance(
         origin=f"{endpoint.kind}:{endpoint.name}",
         run_id=uuid.uuid4().hex,
@@ -163,6 +165,7 @@ def run_ladder(
             complete=complete,
             stop_reason=stop_reason,
             records_file=records_path.name,
+            inputs_file=inputs_path.name,
             settings={
                 "ladder": list(settings.ladder),
                 "hold_s": settings.hold_s,
@@ -183,7 +186,9 @@ def run_ladder(
         while (concurrency := next_concurrency(settings.ladder, rungs)) is not None:
             if measured:
                 time.sleep(settings.gap_s)
-            rung = _measure_rung(endpoint, settings, workload, concurrency, records_path)
+            rung = _measure_rung(
+                endpoint, settings, workload, concurrency, records_path, inputs_path
+            )
             rung = rung.model_copy(
                 update={
                     "run": run_index,
@@ -212,14 +217,32 @@ def _measure_rung(
     workload: Workload,
     concurrency: int,
     records_path: Path,
+    inputs_path: Path,
 ) -> Rung:
     before = endpoint.instance_count()
+    inputs: list[dict[str, object]] = []
+
+    def make_request(worker: int, seq: int) -> RequestSpec:
+        spec = workload.request(concurrency, worker, seq)
+        inputs.append(
+            {
+                "request_id": spec.request_id,
+                "rung": concurrency,
+                "worker": worker,
+                "seq": seq,
+                "text": spec.text,
+                "voice": spec.voice,
+                "component": spec.component,
+                "payload_bytes": len(spec.payload),
+            }
+        )
+        return spec
 
     async def measure() -> RungRun:
         async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
             return await run_rung(
                 transport,
-                lambda worker, seq: workload.request(concurrency, worker, seq),
+                make_request,
                 concurrency=concurrency,
                 hold_s=settings.hold_s,
                 measure_s=settings.measure_s,
@@ -230,6 +253,7 @@ def _measure_rung(
     result = asyncio.run(measure())
     after = endpoint.instance_count()
     append_jsonl(records_path, [_record_row(r, result) for r in result.records])
+    append_jsonl(inputs_path, inputs)
     mean, peak = time_weighted_in_flight(
         [(r.start_ns, r.end_ns) for r in result.records],
         result.window_start_ns,

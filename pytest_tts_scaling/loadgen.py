@@ -88,7 +88,7 @@ class ClosedLoop:
                     while not self._stopping.is_set():
                         spec = self.make_request(index, seq)
                         seq += 1
-                        timer = StreamTimer(spec.audio)
+                        timer = StreamTimer(spec.audio, decoder=spec.decoder())
                         try:
                             await session.send(spec, timer)
                         finally:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_tts_scaling import fixtures
+from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import OPTION_SPECS, RunOptions
 from pytest_tts_scaling.report import ReportExtras
 
@@ -41,9 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {description}")
     values = {spec.dest: config.getoption(spec.dest) for spec in OPTION_SPECS}
     try:
-        options = RunOptions.from_namespace(values)
+        options = RunOptions.from_namespace(
+            values, scenario_dirs=[config.rootpath / "scenarios", Path.cwd() / "scenarios"]
+        )
         options.for_kind()
-    except argparse.ArgumentTypeError as exc:
+    except (argparse.ArgumentTypeError, InputError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[OPTIONS_KEY] = options
     config.stash[SUMMARY_KEY] = []

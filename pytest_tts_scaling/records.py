@@ -7,11 +7,13 @@ mistake headers or control frames for audio.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
+from pytest_tts_scaling.decoding import DecodeError, Decoder, RawAudioDecoder, ResponseFormat
 from pytest_tts_scaling.stats import underrun_s
 
 Status = Literal["ok", "rejected", "error", "timeout"]
@@ -30,6 +32,7 @@ class AudioFormat:
 
     @property
     def bytes_per_second(self) -> int:
+        """0 for payloads that are not audio (an embedding, say): they have no duration."""
         return self.sample_rate * self.sample_width * self.channels
 
     @classmethod
@@ -39,13 +42,29 @@ class AudioFormat:
 
 @dataclass(frozen=True)
 class RequestSpec:
-    """What one request sends: its JSON body plus the fields the records are joined on."""
+    """What one request sends, how its answer carries the payload, and what records join on.
+
+    `body` is the JSON object of the container's contract; a payload template renders `raw`
+    instead, which is then sent as it is.
+    """
 
     request_id: str
     body: dict[str, Any]
-    audio: AudioFormat = AudioFormat()
+    audio: AudioFormat = field(default_factory=AudioFormat)
     voice: str | None = None
     text_chars: int = 0
+    raw: bytes | None = None
+    response: ResponseFormat | None = None
+    component: str | None = None
+    text: str | None = None
+
+    @property
+    def payload(self) -> bytes:
+        return self.raw if self.raw is not None else json.dumps(self.body).encode()
+
+    def decoder(self) -> Decoder:
+        response = self.response or ResponseFormat(header_bytes=self.audio.header_bytes)
+        return response.decoder()
 
 
 @dataclass
@@ -53,12 +72,12 @@ class StreamTimer:
     """Collects the times of one exchange on the monotonic clock (ns)."""
 
     audio: AudioFormat
+    decoder: Decoder | None = None
     clock_ns: Any = time.perf_counter_ns
     start_ns: int | None = None
     first_audio_ns: int | None = None
     end_ns: int | None = None
     audio_bytes: int = 0
-    header_left: int = 0
     chunks: list[tuple[int, int]] = field(default_factory=list)
     http_status: int | None = None
     status: Status = "error"
@@ -66,29 +85,38 @@ class StreamTimer:
     target: str | None = None
 
     def __post_init__(self) -> None:
-        self.header_left = self.audio.header_bytes
+        if self.decoder is None:
+            self.decoder = RawAudioDecoder(self.audio.header_bytes)
 
     def started(self) -> None:
         """Call just before the request is written."""
         self.start_ns = self.clock_ns()
 
     def body(self, data: bytes) -> None:
-        """Call for every body byte read; header bytes are counted out, audio bytes timed."""
+        """Call for every body byte read; only payload (audio) bytes are timed."""
+        assert self.decoder is not None
+        self._arrived(self.clock_ns(), self.decoder.feed(data))
+
+    def finished(self, status: Status, error_code: str | None = None) -> None:
+        """Call once when the exchange ends; a body that decodes badly turns ok into error."""
         now = self.clock_ns()
-        skip = min(self.header_left, len(data))
-        self.header_left -= skip
-        audio = len(data) - skip
-        if audio <= 0:
+        if status == "ok":
+            assert self.decoder is not None
+            try:
+                self._arrived(now, self.decoder.finish())
+            except DecodeError as exc:
+                status, error_code = "error", f"decode_error: {exc}"
+        self.end_ns = now
+        self.status = status
+        self.error_code = error_code
+
+    def _arrived(self, now: int, payload: int) -> None:
+        if payload <= 0:
             return
         if self.first_audio_ns is None:
             self.first_audio_ns = now
-        self.audio_bytes += audio
-        self.chunks.append((now, audio))
-
-    def finished(self, status: Status, error_code: str | None = None) -> None:
-        self.end_ns = self.clock_ns()
-        self.status = status
-        self.error_code = error_code
+        self.audio_bytes += payload
+        self.chunks.append((now, payload))
 
 
 @dataclass(frozen=True)
@@ -113,6 +141,7 @@ class RequestRecord:
     text_chars: int
     epoch_start_ns: int
     target: str | None = None
+    component: str | None = None
 
     @classmethod
     def from_timer(
@@ -126,7 +155,7 @@ class RequestRecord:
         times = [at for at, _ in timer.chunks]
         gaps = tuple(ms(b - a) for a, b in pairwise(times))
         underrun = None
-        if timer.first_audio_ns is not None:
+        if timer.first_audio_ns is not None and bps > 0:
             seconds = underrun_s(
                 timer.first_audio_ns / 1e9, [(at / 1e9, n / bps) for at, n in timer.chunks]
             )
@@ -143,13 +172,14 @@ class RequestRecord:
             ttfab_ms=ttfab_ms,
             latency_ms=ms(timer.end_ns - timer.start_ns),
             audio_bytes=timer.audio_bytes,
-            audio_s=timer.audio_bytes / bps,
+            audio_s=timer.audio_bytes / bps if bps > 0 else 0.0,
             underrun_ms=underrun,
             gaps_ms=gaps,
             voice=spec.voice,
             text_chars=spec.text_chars,
             epoch_start_ns=timer.start_ns + epoch_offset_ns,
             target=timer.target,
+            component=spec.component,
         )
 
     def to_json(self) -> dict[str, Any]:

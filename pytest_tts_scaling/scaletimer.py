@@ -37,7 +37,7 @@ from pytest_tts_scaling.timeline import (
     recovered_at_ns,
     recovery_threshold_ms,
 )
-from pytest_tts_scaling.workload import Workload
+from pytest_tts_scaling.workload import Workload, workload_for
 
 MARKER_PREFIX = "TTS_MARKER "
 PING_EVERY_S = 0.1
@@ -104,7 +104,7 @@ def measure_local_ttotal(
     if not isinstance(endpoint, UrlEndpoint):
         raise TypeError("the local scale timer needs an endpoint reachable by URL")
     check_comparable(qmax, endpoint, settings)
-    workload = workload or Workload.default_for(endpoint.kind)
+    workload = workload or workload_for(settings.run, endpoint.kind)
     concurrency, post_scale = probe_rung(qmax)
     threshold = recovery_threshold_ms(qmax, post_scale)
     window_s = settings.measure_s

@@ -81,6 +81,7 @@ class Rung(_Model):
     inter_chunk_gap_ms: Summary | None = None
     underrun_ms: Summary | None = None
     audio_s: Summary | None = None
+    response_bytes: Summary | None = None
     rtf: Summary | None = None
     audio_throughput: float | None = None
     phase: Literal["ladder", "refine"] = "ladder"
@@ -112,6 +113,7 @@ class QmaxArtifact(_Model):
     complete: bool = True
     stop_reason: str | None = None
     records_file: str | None = None
+    inputs_file: str | None = None
     settings: dict[str, object] = Field(default_factory=dict)
     runs_q_max: list[int | None] = Field(default_factory=list)
 

@@ -85,6 +85,7 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
         inter_chunk_gap_ms=summarize([g for r in ok for g in r.gaps_ms]),
         underrun_ms=summarize([r.underrun_ms for r in ok if r.underrun_ms is not None]),
         audio_s=summarize([r.audio_s for r in ok]),
+        response_bytes=summarize([r.audio_bytes for r in ok]),
         rtf=summarize(rtf),
         audio_throughput=audio_total / inputs.measure_s if inputs.measure_s > 0 else 0.0,
         phase=inputs.phase,  # type: ignore[arg-type]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -69,7 +68,7 @@ class _HttpSession:
         self.connection = h11.Connection(h11.CLIENT)
 
     async def send(self, request: RequestSpec, timer: StreamTimer) -> None:
-        body = json.dumps(request.body).encode()
+        body = request.payload
         try:
             async with asyncio.timeout(self.transport.timeout_s):
                 if self.connection is None or self.connection.our_state is not h11.IDLE:

@@ -39,7 +39,7 @@ class _WebSocketSession:
         try:
             async with asyncio.timeout(self.timeout_s):
                 timer.started()
-                await self.connection.send(json.dumps(request.body))
+                await self.connection.send(request.payload.decode())
                 while True:
                     frame = await self.connection.recv()
                     if isinstance(frame, bytes):
