@@ -1,0 +1,111 @@
+"""The CloudWatch join after a ladder: the server's view of each rung's in-flight count (SPEC §3).
+
+`AWS/SageMaker ConcurrentRequestsPerModel` (EndpointName, VariantName; 10 s, Maximum) arrives
+about two minutes late, so the join waits, bounded, until the metric covers the last window.
+Its units differ from the client's time-weighted mean; the ratio per rung is what plan converts
+thresholds with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pytest_tts_scaling.aws.clients import Clock, aws_errors
+from pytest_tts_scaling.schema import Rung
+
+NAMESPACE = "AWS/SageMaker"
+METRIC = "ConcurrentRequestsPerModel"
+PERIOD_S = 10
+# The metric lags about 2 minutes; past this after the last window the join takes what it has.
+MAX_LAG_S = 6 * 60.0
+POLL_S = 20.0
+
+
+def parse_time(value: str) -> datetime:
+    """ISO 8601 to an aware UTC datetime (naive values are taken as UTC)."""
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+@dataclass
+class _Window:
+    index: int
+    start: datetime
+    end: datetime
+    maximum: float | None = None
+    complete: bool = False
+
+
+def annotate_rungs(
+    cloudwatch: Any,
+    rungs: list[Rung],
+    *,
+    endpoint: str,
+    variant: str,
+    clock: Clock,
+    log: Callable[[str], None] = lambda line: None,
+    max_lag_s: float = MAX_LAG_S,
+    poll_s: float = POLL_S,
+) -> list[Rung]:
+    """Rungs with `cw_max` (highest 10 s Maximum in the window) and `cw_ratio` = cw_max / mean."""
+    windows = [
+        _Window(i, parse_time(r.window_start), parse_time(r.window_end))
+        for i, r in enumerate(rungs)
+        if r.window_start and r.window_end
+    ]
+    if not windows:
+        return list(rungs)
+    deadline = max(w.end for w in windows) + timedelta(seconds=max_lag_s)
+    dimensions = [
+        {"Name": "EndpointName", "Value": endpoint},
+        {"Name": "VariantName", "Value": variant},
+    ]
+    announced = False
+    with aws_errors():
+        while True:
+            for window in windows:
+                if not window.complete:
+                    _query(cloudwatch, window, dimensions)
+            pending = [w for w in windows if not w.complete]
+            now = clock.now()
+            if not pending or now >= deadline:
+                break
+            if not announced:
+                log(
+                    f"waiting up to {(deadline - now).total_seconds():.0f} s for CloudWatch "
+                    f"{METRIC} to cover {len(pending)} rung window(s)"
+                )
+                announced = True
+            clock.sleep(min(poll_s, max(1.0, (deadline - now).total_seconds())))
+    missing = [rungs[w.index].concurrency for w in windows if w.maximum is None]
+    if missing:
+        log(f"CloudWatch {METRIC}: no datapoints for rung(s) {missing}; cw_ratio left empty")
+    out = list(rungs)
+    for window in windows:
+        rung = rungs[window.index]
+        ratio = None
+        if window.maximum is not None and rung.concurrency_mean > 0:
+            ratio = window.maximum / rung.concurrency_mean
+        out[window.index] = rung.model_copy(update={"cw_max": window.maximum, "cw_ratio": ratio})
+    return out
+
+
+def _query(cloudwatch: Any, window: _Window, dimensions: list[dict[str, str]]) -> None:
+    points = cloudwatch.get_metric_statistics(
+        Namespace=NAMESPACE,
+        MetricName=METRIC,
+        Dimensions=dimensions,
+        StartTime=window.start,
+        EndTime=window.end,
+        Period=PERIOD_S,
+        Statistics=["Maximum"],
+    ).get("Datapoints", [])
+    if not points:
+        return
+    window.maximum = max(float(p["Maximum"]) for p in points)
+    latest = max(p["Timestamp"] for p in points)
+    # Complete once a datapoint reaches the window's last two periods.
+    window.complete = latest >= window.end - timedelta(seconds=2 * PERIOD_S)

@@ -1,0 +1,318 @@
+"""drift: a read-only preflight of what is deployed for one endpoint (SPEC §4).
+
+Findings carry a severity: an error blocks a measurement or a promotion, a warning is printed
+and passes. No error means `preflight-ok`. Only Describe/Get calls are made here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pytest_tts_scaling.aws import scaling
+from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
+from pytest_tts_scaling.aws.fingerprint import describe_endpoint, variant_states
+from pytest_tts_scaling.aws.freeze import read_snapshot, snapshot_age, snapshot_path
+from pytest_tts_scaling.errors import ArtifactError
+from pytest_tts_scaling.schema import PlanArtifact
+
+Severity = Literal["error", "warn"]
+
+DRIFT_CHECKS = (
+    "endpoint_status",
+    "freeze_snapshot",
+    "orphaned_target",
+    "orphaned_policy",
+    "suspended_scaling",
+    "missing_target",
+    "capacity_mismatch",
+    "inert_policy",
+    "alarm_insufficient_data",
+)
+# How far back a policy's metric must show a datapoint for the policy to count as alive.
+DEFAULT_LOOKBACK_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class DriftFinding:
+    check: str
+    severity: Severity
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.severity}: {self.check}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    endpoint: str
+    findings: tuple[DriftFinding, ...]
+
+    @property
+    def errors(self) -> list[DriftFinding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[DriftFinding]:
+        return [f for f in self.findings if f.severity == "warn"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def for_check(self, check: str) -> list[DriftFinding]:
+        return [f for f in self.findings if f.check == check]
+
+    def lines(self) -> list[str]:
+        out = [f.line() for f in self.findings]
+        if self.ok:
+            out.append("preflight-ok")
+        else:
+            out.append(f"preflight-failed: {len(self.errors)} error(s) on {self.endpoint}")
+        return out
+
+
+def run_drift(
+    clients: AwsClients,
+    endpoint: str,
+    *,
+    artifacts_dir: Path,
+    plan: PlanArtifact | None = None,
+    lookback_s: float = DEFAULT_LOOKBACK_S,
+) -> DriftReport:
+    """Compare the deployed endpoint, its scaling and its alarms with what they should be."""
+    with aws_errors():
+        return DriftReport(
+            endpoint, tuple(_findings(clients, endpoint, artifacts_dir, plan, lookback_s))
+        )
+
+
+def _findings(
+    clients: AwsClients,
+    endpoint: str,
+    artifacts_dir: Path,
+    plan: PlanArtifact | None,
+    lookback_s: float,
+) -> list[DriftFinding]:
+    out: list[DriftFinding] = []
+    description = describe_endpoint(clients.sagemaker, endpoint)
+    if description is None:
+        out.append(DriftFinding("endpoint_status", "error", f"endpoint {endpoint} not found"))
+        variants: dict[str, Any] = {}
+    else:
+        status = description.get("EndpointStatus")
+        if status != "InService":
+            reason = description.get("FailureReason")
+            out.append(
+                DriftFinding(
+                    "endpoint_status",
+                    "error",
+                    f"endpoint {endpoint} is {status}, expected InService"
+                    + (f" ({reason})" if reason else ""),
+                )
+            )
+        variants = {v.name: v for v in variant_states(description)}
+    out += _snapshot_findings(clients, endpoint, artifacts_dir)
+
+    targets = scaling.targets_for_endpoint(clients.autoscaling, endpoint)
+    policies = scaling.policies_for_endpoint(clients.autoscaling, endpoint)
+    alarms = scaling.all_alarms(clients.cloudwatch)
+    live_targets: dict[str, dict[str, Any]] = {}
+    for target in targets:
+        variant = scaling.variant_of(target["ResourceId"], endpoint)
+        if variant in variants:
+            live_targets[str(variant)] = target
+        else:
+            out.append(
+                DriftFinding(
+                    "orphaned_target",
+                    "error",
+                    f"{target['ResourceId']}: scalable target for a variant the endpoint does not "
+                    "have; deregister it",
+                )
+            )
+    target_keys = {(t["ResourceId"], t["ScalableDimension"]) for t in targets}
+    for policy in policies:
+        if (policy["ResourceId"], policy["ScalableDimension"]) not in target_keys:
+            out.append(
+                DriftFinding(
+                    "orphaned_policy",
+                    "error",
+                    f"policy {policy['PolicyName']} on {policy['ResourceId']}: no scalable target; "
+                    "delete it",
+                )
+            )
+
+    for name, state in variants.items():
+        live = live_targets.get(name)
+        resource = scaling.resource_id(endpoint, name)
+        if live is None:
+            out.append(
+                DriftFinding(
+                    "missing_target",
+                    "warn",
+                    f"{resource}: no scalable target, the variant never scales"
+                    + (
+                        f" (plan asks for {plan.min_instances}..{plan.max_instances})"
+                        if plan
+                        else ""
+                    ),
+                )
+            )
+            continue
+        out += _suspension(resource, live)
+        out += _capacity(resource, live, state.desired_instance_count, plan)
+
+    out += _inert(clients, endpoint, variants, policies, alarms, live_targets, lookback_s)
+    out += _insufficient_data(endpoint, policies, alarms)
+    return out
+
+
+def _snapshot_findings(
+    clients: AwsClients, endpoint: str, artifacts_dir: Path
+) -> list[DriftFinding]:
+    path = snapshot_path(artifacts_dir, endpoint)
+    if not path.exists():
+        return []
+    thaw = f"run `tts-bench thaw --endpoint {endpoint} --artifacts-dir {artifacts_dir}`"
+    try:
+        snapshot = read_snapshot(path)
+    except ArtifactError as exc:
+        return [DriftFinding("freeze_snapshot", "error", f"{exc}; {thaw}")]
+    age = snapshot_age(snapshot, clients.clock.now()) if snapshot else "unknown age"
+    pid = snapshot.pid if snapshot else "?"
+    return [
+        DriftFinding(
+            "freeze_snapshot",
+            "error",
+            f"{path} was left by an interrupted run (pid {pid}, {age}): scaling may still be "
+            f"suspended and capacity pinned; {thaw} to restore it",
+        )
+    ]
+
+
+def _suspension(resource: str, target: dict[str, Any]) -> list[DriftFinding]:
+    state = scaling.suspended_state(target)
+    suspended = [flag for flag, on in state.items() if on]
+    if not suspended:
+        return []
+    severity: Severity = "error" if state["DynamicScalingOutSuspended"] else "warn"
+    return [
+        DriftFinding(
+            "suspended_scaling",
+            severity,
+            f"{resource}: {', '.join(suspended)} = true"
+            + ("; the endpoint cannot scale out" if severity == "error" else ""),
+        )
+    ]
+
+
+def _capacity(
+    resource: str, target: dict[str, Any], desired: int | None, plan: PlanArtifact | None
+) -> list[DriftFinding]:
+    out: list[DriftFinding] = []
+    low, high = target["MinCapacity"], target["MaxCapacity"]
+    if desired is not None and not low <= desired <= high:
+        out.append(
+            DriftFinding(
+                "capacity_mismatch",
+                "warn",
+                f"{resource}: desired instance count {desired} is outside the target's "
+                f"{low}..{high}",
+            )
+        )
+    if plan is not None and (low, high) != (plan.min_instances, plan.max_instances):
+        out.append(
+            DriftFinding(
+                "capacity_mismatch",
+                "warn",
+                f"{resource}: target capacity {low}..{high}, the plan for {plan.model} says "
+                f"{plan.min_instances}..{plan.max_instances}",
+            )
+        )
+    return out
+
+
+def _inert(
+    clients: AwsClients,
+    endpoint: str,
+    variants: dict[str, Any],
+    policies: list[dict[str, Any]],
+    alarms: list[dict[str, Any]],
+    live_targets: dict[str, dict[str, Any]],
+    lookback_s: float,
+) -> list[DriftFinding]:
+    out: list[DriftFinding] = []
+    end = clients.clock.now()
+    start = end - timedelta(seconds=lookback_s)
+    period = max(60, math.ceil(lookback_s / 60) * 60)
+    seen: dict[scaling.MetricRef, bool] = {}
+    for policy in policies:
+        variant = scaling.variant_of(policy["ResourceId"], endpoint)
+        if variant not in live_targets:
+            continue  # reported as orphaned
+        metrics = scaling.policy_metrics(policy, alarms, endpoint, str(variant))
+        if not metrics and policy.get("PolicyType") == "StepScaling":
+            out.append(
+                DriftFinding(
+                    "inert_policy",
+                    "warn",
+                    f"policy {policy['PolicyName']}: no alarm invokes this step-scaling policy",
+                )
+            )
+        for metric in metrics:
+            key = scaling.MetricRef(metric.namespace, metric.name, metric.dimensions, "")
+            if key not in seen:
+                seen[key] = _has_datapoints(clients, metric, start, end, period)
+            if not seen[key]:
+                out.append(
+                    DriftFinding(
+                        "inert_policy",
+                        "warn",
+                        f"{metric.source}: metric {metric.describe()} has no datapoints in "
+                        f"the last {lookback_s / 3600:g} h, so the policy cannot act",
+                    )
+                )
+    return out
+
+
+def _has_datapoints(
+    clients: AwsClients, metric: scaling.MetricRef, start: Any, end: Any, period: int
+) -> bool:
+    response = clients.cloudwatch.get_metric_statistics(
+        Namespace=metric.namespace,
+        MetricName=metric.name,
+        Dimensions=[{"Name": k, "Value": v} for k, v in metric.dimensions],
+        StartTime=start,
+        EndTime=end,
+        Period=period,
+        Statistics=["SampleCount"],
+    )
+    return bool(response.get("Datapoints"))
+
+
+def _insufficient_data(
+    endpoint: str, policies: list[dict[str, Any]], alarms: list[dict[str, Any]]
+) -> list[DriftFinding]:
+    related: dict[str, dict[str, Any]] = {}
+    for policy in policies:
+        for alarm in scaling.alarms_for_policy(policy, alarms):
+            related[alarm["AlarmName"]] = alarm
+    for alarm in scaling.alarms_for_endpoint(alarms, endpoint):
+        related[alarm["AlarmName"]] = alarm
+    first_chunk = scaling.first_chunk_alarm(alarms, endpoint)
+    if first_chunk is not None:
+        related[first_chunk["AlarmName"]] = first_chunk
+    return [
+        DriftFinding(
+            "alarm_insufficient_data",
+            "warn",
+            f"alarm {name} is INSUFFICIENT_DATA: its metric has no recent data"
+            + (f" ({alarm['StateReason']})" if alarm.get("StateReason") else ""),
+        )
+        for name, alarm in sorted(related.items())
+        if alarm.get("StateValue") == "INSUFFICIENT_DATA"
+    ]

@@ -1,0 +1,97 @@
+"""The SageMaker endpoint handle: fingerprint, transports, freeze and the CloudWatch join."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
+from pytest_tts_scaling.aws.fingerprint import (
+    Deployment,
+    describe_endpoint,
+    read_deployment,
+    variant_states,
+)
+from pytest_tts_scaling.endpoint import Endpoint
+from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.schema import Rung
+from pytest_tts_scaling.transports import Transport
+
+Log = Callable[[str], None]
+
+
+class SageMakerEndpoint(Endpoint):
+    kind = "sagemaker"
+
+    def __init__(
+        self, deployment: Deployment, *, clients: AwsClients, artifacts_dir: Path, log: Log
+    ):
+        self.deployment = deployment
+        self.name = deployment.endpoint
+        self.variant = deployment.variant
+        self.deployed = deployment.deployed_config()
+        self.slug = deployment.slug
+        self.clients = clients
+        self.artifacts_dir = Path(artifacts_dir)
+        self.log = log
+
+    def transport(self, name: str, *, concurrency: int) -> Transport:
+        if name == "bidi":
+            from pytest_tts_scaling.aws.bidi import SageMakerBidiTransport
+
+            return SageMakerBidiTransport(self.name, variant=self.variant)
+        if name != "response-stream":
+            raise ValueError(f"unknown transport {name!r}: expected response-stream or bidi")
+        from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
+
+        return SageMakerStreamTransport(self.name, concurrency=concurrency, variant=self.variant)
+
+    def instance_count(self) -> int | None:
+        with aws_errors():
+            description = describe_endpoint(self.clients.sagemaker, self.name)
+        if description is None:
+            return None
+        state = next((v for v in variant_states(description) if v.name == self.variant), None)
+        return None if state is None else state.current_instance_count
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[Endpoint]:
+        from pytest_tts_scaling.aws.freeze import freeze
+
+        with freeze(self.clients, self.name, artifacts_dir=self.artifacts_dir, log=self.log):
+            yield self
+
+    @property
+    def frozen_capacity(self) -> bool:
+        return True
+
+    def annotate_rungs(self, rungs: list[Rung]) -> list[Rung]:
+        from pytest_tts_scaling.aws.cloudwatch import annotate_rungs
+
+        return annotate_rungs(
+            self.clients.cloudwatch,
+            rungs,
+            endpoint=self.name,
+            variant=self.variant,
+            clock=self.clients.clock,
+            log=self.log,
+        )
+
+
+@contextlib.contextmanager
+def open_sagemaker_endpoint(
+    options: RunOptions, *, log: Log, clients: AwsClients | None = None
+) -> Iterator[SageMakerEndpoint]:
+    """The endpoint named by `--endpoint`, read once; clients follow boto3's standard chain."""
+    if not options.endpoint:
+        raise ValueError("open_sagemaker_endpoint needs options.endpoint")
+    clients = clients or AwsClients()
+    deployment = read_deployment(clients.sagemaker, options.endpoint)
+    log(
+        f"{deployment.endpoint}: {deployment.instance_type}, image {deployment.image_digest}, "
+        f"slug {deployment.slug}, status {deployment.status}"
+    )
+    yield SageMakerEndpoint(
+        deployment, clients=clients, artifacts_dir=options.artifacts_dir, log=log
+    )

@@ -1,0 +1,146 @@
+"""What is deployed: DescribeEndpoint → EndpointConfig → Model, reduced to the fingerprint.
+
+The slug (SPEC §5) names the instance type and the image, so artifacts measured on one
+configuration are never silently applied to another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_tts_scaling.aws.clients import aws_errors, error_code
+from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.schema import DeployedConfig, slug_for
+
+
+class EndpointNotFound(InputError):
+    """The named SageMaker endpoint does not exist in this account and region."""
+
+
+@dataclass(frozen=True)
+class VariantState:
+    name: str
+    current_instance_count: int | None
+    desired_instance_count: int | None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One endpoint as deployed now, with its primary (first) variant's model."""
+
+    endpoint: str
+    status: str
+    config_name: str
+    variants: tuple[VariantState, ...]
+    variant: str
+    model_name: str
+    instance_type: str
+    image: str
+    image_digest: str
+    container_env: dict[str, str] = field(default_factory=dict)
+
+    def deployed_config(self) -> DeployedConfig:
+        return DeployedConfig(
+            instance_type=self.instance_type,
+            image_digest=self.image_digest,
+            container_env=dict(self.container_env),
+        )
+
+    @property
+    def slug(self) -> str:
+        return slug_for(self.instance_type, self.image_digest)
+
+    def variant_state(self, name: str | None = None) -> VariantState | None:
+        wanted = name or self.variant
+        return next((v for v in self.variants if v.name == wanted), None)
+
+
+def describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
+    """DescribeEndpoint, or None when the endpoint does not exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        response: dict[str, Any] = sagemaker.describe_endpoint(EndpointName=name)
+    except ClientError as exc:
+        if error_code(exc) in {"ValidationException", "ResourceNotFound"}:
+            return None
+        raise
+    return response
+
+
+def variant_states(description: dict[str, Any]) -> tuple[VariantState, ...]:
+    return tuple(
+        VariantState(
+            name=v["VariantName"],
+            current_instance_count=v.get("CurrentInstanceCount"),
+            desired_instance_count=v.get("DesiredInstanceCount"),
+        )
+        for v in description.get("ProductionVariants", [])
+    )
+
+
+def image_digest(image_uri: str, deployed_images: list[dict[str, Any]] | None = None) -> str:
+    """The resolved digest SageMaker deployed, else the URI's own digest, else its tag.
+
+    `repo@sha256:ab…` → `sha256:ab…`; `repo:v3` → `v3`; a URI with neither → `latest`.
+    """
+    for image in deployed_images or []:
+        resolved = str(image.get("ResolvedImage", ""))
+        if "@" in resolved:
+            return resolved.rsplit("@", 1)[1]
+    if "@" in image_uri:
+        return image_uri.rsplit("@", 1)[1]
+    last = image_uri.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else "latest"
+
+
+def read_deployment(sagemaker: Any, name: str) -> Deployment:
+    """Follow the endpoint to its config and model; one-line errors for what cannot be measured."""
+    with aws_errors():
+        description = describe_endpoint(sagemaker, name)
+        if description is None:
+            raise EndpointNotFound(
+                f"endpoint {name!r} not found: expected a SageMaker endpoint in this account and "
+                "region (check AWS_REGION / the profile)"
+            )
+        config_name = description["EndpointConfigName"]
+        config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
+        config_variants = config.get("ProductionVariants", [])
+        if not config_variants:
+            raise InputError(
+                f"endpoint config {config_name!r}: field 'ProductionVariants' is empty"
+            )
+        primary = config_variants[0]
+        instance_type = primary.get("InstanceType")
+        if not instance_type:
+            raise InputError(
+                f"endpoint {name!r} variant {primary['VariantName']!r}: no InstanceType "
+                "(serverless or inference-component variants are not measured per instance)"
+            )
+        model_name = primary.get("ModelName")
+        if not model_name:
+            raise InputError(f"endpoint {name!r} variant {primary['VariantName']!r}: no ModelName")
+        model = sagemaker.describe_model(ModelName=model_name)
+    container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
+    deployed_variant: dict[str, Any] = next(
+        (
+            v
+            for v in description.get("ProductionVariants", [])
+            if v.get("VariantName") == primary["VariantName"]
+        ),
+        {},
+    )
+    image = str(container.get("Image", ""))
+    return Deployment(
+        endpoint=name,
+        status=str(description.get("EndpointStatus", "Unknown")),
+        config_name=config_name,
+        variants=variant_states(description),
+        variant=primary["VariantName"],
+        model_name=model_name,
+        instance_type=instance_type,
+        image=image,
+        image_digest=image_digest(image, deployed_variant.get("DeployedImages")),
+        container_env={str(k): str(v) for k, v in (container.get("Environment") or {}).items()},
+    )

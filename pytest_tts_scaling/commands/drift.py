@@ -1,0 +1,76 @@
+"""`tts-bench drift`: read-only preflight of a SageMaker endpoint's scaling (SPEC §4).
+
+Prints one line per finding and `preflight-ok` when none is an error. Exit 0 when ok (warnings
+included), 1 on any error, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
+from pytest_tts_scaling.schema import PlanArtifact, plan_filename
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "drift",
+        help="read-only preflight: scaling targets, policies, alarms and status of an endpoint",
+        description="Compare what is deployed for a SageMaker endpoint with what it should be: "
+        "orphaned or suspended scaling, capacity, inert policies, alarms without data, endpoint "
+        "status, and freeze snapshots left by interrupted runs. Changes nothing. Prints "
+        "preflight-ok when no finding is an error; exits 1 otherwise.",
+    )
+    add_option(parser, "--endpoint", help=ENDPOINT_HELP)
+    add_to_argparse(parser, specs_named("--model", "--artifacts-dir"))
+    add_option(
+        parser,
+        "--plan-artifact",
+        help="Plan whose min/max capacity the scalable target is held against. Default: "
+        "ARTIFACTS_DIR/plan-MODEL.json when it exists.",
+    )
+    parser.set_defaults(func=run)
+
+
+ENDPOINT_HELP = "SageMaker endpoint to check. Default: speech-MODEL."
+
+
+def add_option(parser: Any, flag: str, *aliases: str, help: str) -> None:
+    """A shared option (same type and dest as the plugin's) with this command's help text."""
+    (spec,) = specs_named(flag)
+    kwargs = spec.kwargs()
+    kwargs["help"] = help
+    parser.add_argument(*aliases, spec.flag, **kwargs)
+
+
+def endpoint_for(options: RunOptions) -> str:
+    """`--endpoint`, else the name infra gives the model's endpoint: `speech-{model}`."""
+    return options.endpoint or f"speech-{options.model}"
+
+
+def plan_for(options: RunOptions, *, required: bool) -> PlanArtifact | None:
+    """`--plan-artifact`, else `plan-{model}.json` in the artifacts directory when it exists."""
+    from pytest_tts_scaling.artifacts import load
+
+    path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
+    if options.plan_artifact is None and not path.exists() and not required:
+        return None
+    return load(path, PlanArtifact)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.aws.clients import AwsClients
+    from pytest_tts_scaling.aws.drift import run_drift
+
+    options = RunOptions.from_namespace(vars(args))
+    report = run_drift(
+        AwsClients(),
+        endpoint_for(options),
+        artifacts_dir=options.artifacts_dir,
+        plan=plan_for(options, required=False),
+    )
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1

@@ -1,0 +1,51 @@
+"""`tts-bench validate`: the deployed scaling configuration against the plan artifact (SPEC §4).
+
+One line per field with the deployed and the planned value. Exit 0 when all match, 1 on any
+mismatch, 2 on bad input (a missing or invalid plan, an endpoint that does not exist).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pytest_tts_scaling.commands.drift import ENDPOINT_HELP, add_option, endpoint_for, plan_for
+from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        help="check the deployed scaling configuration against the plan artifact",
+        description="Read the endpoint's scalable target, policies, alarms and model "
+        "environment and compare each value with the plan: target value, scale-in threshold, "
+        "both cooldowns, min/max capacity, QUEUE_MAX_DEPTH and the FirstChunkLatencyP95 alarm "
+        "threshold. Changes nothing. Exits 1 on any mismatch.",
+    )
+    add_option(parser, "--endpoint", help=ENDPOINT_HELP)
+    add_to_argparse(parser, specs_named("--model", "--artifacts-dir"))
+    add_option(
+        parser,
+        "--plan-artifact",
+        "--plan",
+        help="The plan artifact. Default: ARTIFACTS_DIR/plan-MODEL.json.",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.aws.clients import AwsClients
+    from pytest_tts_scaling.aws.validate import run_validate
+
+    options = RunOptions.from_namespace(vars(args))
+    plan = plan_for(options, required=True)
+    assert plan is not None
+    checks = run_validate(AwsClients(), endpoint_for(options), plan)
+    for check in checks:
+        print(check.line())
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        print(f"validate-failed: {len(failed)} of {len(checks)} field(s) differ from the plan")
+        return 1
+    print(f"validate-ok: {len(checks)} fields match the plan")
+    return 0

@@ -1,0 +1,49 @@
+"""`pytest -m drift`: read-only preflight of a deployed endpoint, one test per check.
+
+    pytest -m drift --endpoint speech-kokoro-82m [--plan-artifact reports/plan-kokoro-82m.json]
+
+Each check is its own test case (JUnit XML names it): an error finding fails it, a warning is
+printed in the `tts-scaling` summary and passes. Nothing on AWS is changed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_tts_scaling.aws.drift import DRIFT_CHECKS, DriftReport
+from pytest_tts_scaling.options import RunOptions
+
+pytestmark = pytest.mark.drift
+
+
+@pytest.fixture(scope="module")
+def drift_report(tts_options: RunOptions, tts_summary: list[str]) -> DriftReport:
+    from pytest_tts_scaling.aws.clients import AwsClients
+    from pytest_tts_scaling.aws.drift import run_drift
+    from pytest_tts_scaling.commands.drift import plan_for
+    from pytest_tts_scaling.errors import InputError
+
+    if tts_options.endpoint is None:
+        pytest.fail(
+            "drift checks a deployed SageMaker endpoint: pass --endpoint NAME", pytrace=False
+        )
+    try:
+        report = run_drift(
+            AwsClients(),
+            tts_options.endpoint,
+            artifacts_dir=tts_options.artifacts_dir,
+            plan=plan_for(tts_options, required=False),
+        )
+    except InputError as exc:
+        pytest.fail(f"drift could not read {tts_options.endpoint}: {exc}", pytrace=False)
+    tts_summary.extend(f"drift {finding.line()}" for finding in report.warnings)
+    tts_summary.append(
+        "preflight-ok" if report.ok else f"drift: {len(report.errors)} error(s): preflight failed"
+    )
+    return report
+
+
+@pytest.mark.parametrize("check", DRIFT_CHECKS)
+def test_drift(drift_report: DriftReport, check: str) -> None:
+    errors = [f for f in drift_report.for_check(check) if f.severity == "error"]
+    assert not errors, "\n".join(f.line() for f in errors)

@@ -1,0 +1,329 @@
+"""Building SageMaker deployments on moto, a fake clock, and a recorder of AWS operations."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+
+from pytest_tts_scaling.aws.clients import Clock
+from pytest_tts_scaling.schema import PlanArtifact
+
+ROLE = "arn:aws:iam::123456789012:role/speech-execution"
+DIGEST = "sha256:8b1b96bc" + "0" * 56
+IMAGE = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/speech-kokoro@{DIGEST}"
+NAMESPACE = "sagemaker"
+DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+TT_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+
+
+def client(service: str) -> Any:
+    """A boto3 client for the current AWS environment (moto), built once per endpoint URL."""
+    return _client(service, os.environ.get("AWS_ENDPOINT_URL", ""))
+
+
+@functools.cache
+def _client(service: str, endpoint_url: str) -> Any:
+    return boto3.client(service)
+
+
+def unique(prefix: str = "speech") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class FakeClock:
+    """Monotonic time that only moves when something sleeps; `now` follows it."""
+
+    def __init__(self, start: datetime | None = None, on_sleep: Any = None):
+        self.t = 0.0
+        self.start = start or datetime.now(UTC)
+        self.sleeps: list[float] = []
+        self.on_sleep = on_sleep
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+        if self.on_sleep is not None:
+            self.on_sleep(len(self.sleeps))
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self.t)
+
+    def clock(self) -> Clock:
+        return Clock(monotonic=self.monotonic, sleep=self.sleep, now=self.now)
+
+
+@dataclass
+class Deployed:
+    endpoint: str
+    variant: str = "AllTraffic"
+    tt_policy_arn: str | None = None
+    step_policy_arn: str | None = None
+    alarms: list[str] = field(default_factory=list)
+
+    @property
+    def resource_id(self) -> str:
+        return f"endpoint/{self.endpoint}/variant/{self.variant}"
+
+
+def deploy(
+    endpoint: str,
+    *,
+    instances: int = 2,
+    instance_type: str = "ml.g4dn.xlarge",
+    image: str = IMAGE,
+    env: dict[str, str] | None = None,
+    target: bool = True,
+    min_capacity: int = 1,
+    max_capacity: int = 4,
+    tracking: bool = True,
+    target_value: float = 37.5,
+    scale_out_cooldown: int = 30,
+    step: bool = True,
+    step_alarm: bool = True,
+    scale_in_threshold: float = 25.0,
+    scale_in_cooldown: int = 960,
+    first_chunk_alarm: bool = True,
+    first_chunk_ms: float = 65.0,
+    metric_data: bool = True,
+) -> Deployed:
+    """An endpoint shaped like infra's SpeechEndpointStack + EndpointAutoscaling, on moto."""
+    sm = client("sagemaker")
+    model = f"{endpoint}-model"
+    sm.create_model(
+        ModelName=model,
+        ExecutionRoleArn=ROLE,
+        PrimaryContainer={
+            "Image": image,
+            "Environment": {"QUEUE_MAX_DEPTH": "50"} if env is None else env,
+        },
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=f"{endpoint}-config",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": model,
+                "InitialInstanceCount": instances,
+                "InstanceType": instance_type,
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName=endpoint, EndpointConfigName=f"{endpoint}-config")
+    deployed = Deployed(endpoint)
+    aas = client("application-autoscaling")
+    cw = client("cloudwatch")
+    dims = [
+        {"Name": "EndpointName", "Value": endpoint},
+        {"Name": "VariantName", "Value": deployed.variant},
+    ]
+    if target:
+        aas.register_scalable_target(
+            ServiceNamespace=NAMESPACE,
+            ResourceId=deployed.resource_id,
+            ScalableDimension=DIMENSION,
+            MinCapacity=min_capacity,
+            MaxCapacity=max_capacity,
+        )
+    if tracking:
+        deployed.tt_policy_arn = aas.put_scaling_policy(
+            PolicyName=f"{endpoint}-concurrency",
+            ServiceNamespace=NAMESPACE,
+            ResourceId=deployed.resource_id,
+            ScalableDimension=DIMENSION,
+            PolicyType="TargetTrackingScaling",
+            TargetTrackingScalingPolicyConfiguration={
+                "TargetValue": target_value,
+                "PredefinedMetricSpecification": {"PredefinedMetricType": TT_METRIC},
+                "ScaleOutCooldown": scale_out_cooldown,
+                "DisableScaleIn": True,
+            },
+        )["PolicyARN"]
+    if step:
+        deployed.step_policy_arn = aas.put_scaling_policy(
+            PolicyName=f"{endpoint}-scale-in",
+            ServiceNamespace=NAMESPACE,
+            ResourceId=deployed.resource_id,
+            ScalableDimension=DIMENSION,
+            PolicyType="StepScaling",
+            StepScalingPolicyConfiguration={
+                "AdjustmentType": "ChangeInCapacity",
+                "StepAdjustments": [{"MetricIntervalUpperBound": 0, "ScalingAdjustment": -1}],
+                "Cooldown": scale_in_cooldown,
+            },
+        )["PolicyARN"]
+        if step_alarm:
+            name = f"{endpoint}-ScaleIn"
+            cw.put_metric_alarm(
+                AlarmName=name,
+                Namespace="AWS/SageMaker",
+                MetricName="ConcurrentRequestsPerModel",
+                Dimensions=dims,
+                Statistic="Maximum",
+                Period=10,
+                EvaluationPeriods=3,
+                Threshold=scale_in_threshold,
+                ComparisonOperator="LessThanOrEqualToThreshold",
+                AlarmActions=[deployed.step_policy_arn],
+            )
+            deployed.alarms.append(name)
+    if first_chunk_alarm:
+        name = f"SpeechEndpoint-{endpoint}-FirstChunkLatencyP95"
+        cw.put_metric_alarm(
+            AlarmName=name,
+            Namespace="TTS/Container",
+            MetricName="FirstChunkLatency",
+            Dimensions=dims,
+            ExtendedStatistic="p95",
+            Period=60,
+            EvaluationPeriods=3,
+            Threshold=first_chunk_ms,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+        deployed.alarms.append(name)
+    if metric_data:
+        put_concurrency(
+            endpoint, deployed.variant, [(datetime.now(UTC) - timedelta(minutes=5), 3.0)]
+        )
+    return deployed
+
+
+def put_concurrency(endpoint: str, variant: str, points: list[tuple[datetime, float]]) -> None:
+    client("cloudwatch").put_metric_data(
+        Namespace="AWS/SageMaker",
+        MetricData=[
+            {
+                "MetricName": "ConcurrentRequestsPerModel",
+                "Dimensions": [
+                    {"Name": "EndpointName", "Value": endpoint},
+                    {"Name": "VariantName", "Value": variant},
+                ],
+                "Timestamp": at,
+                "Value": value,
+                "StorageResolution": 1,
+            }
+            for at, value in points
+        ],
+    )
+
+
+def teardown(endpoint: str) -> None:
+    """Remove what :func:`deploy` made for this name (for tests that must use a fixed name)."""
+    sm = client("sagemaker")
+    aas = client("application-autoscaling")
+    cw = client("cloudwatch")
+    prefix = f"endpoint/{endpoint}/variant/"
+    for policy in aas.describe_scaling_policies(ServiceNamespace=NAMESPACE)["ScalingPolicies"]:
+        if policy["ResourceId"].startswith(prefix):
+            aas.delete_scaling_policy(
+                PolicyName=policy["PolicyName"],
+                ServiceNamespace=NAMESPACE,
+                ResourceId=policy["ResourceId"],
+                ScalableDimension=policy["ScalableDimension"],
+            )
+    for target in aas.describe_scalable_targets(ServiceNamespace=NAMESPACE)["ScalableTargets"]:
+        if target["ResourceId"].startswith(prefix):
+            aas.deregister_scalable_target(
+                ServiceNamespace=NAMESPACE,
+                ResourceId=target["ResourceId"],
+                ScalableDimension=target["ScalableDimension"],
+            )
+    names = [
+        a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"] if endpoint in a["AlarmName"]
+    ]
+    if names:
+        cw.delete_alarms(AlarmNames=names)
+    for call, kwargs in (
+        (sm.delete_endpoint, {"EndpointName": endpoint}),
+        (sm.delete_endpoint_config, {"EndpointConfigName": f"{endpoint}-config"}),
+        (sm.delete_model, {"ModelName": f"{endpoint}-model"}),
+    ):
+        with contextlib.suppress(sm.exceptions.ClientError):
+            call(**kwargs)
+
+
+def target_state(resource_id: str) -> dict[str, Any] | None:
+    targets = client("application-autoscaling").describe_scalable_targets(
+        ServiceNamespace=NAMESPACE, ResourceIds=[resource_id], ScalableDimension=DIMENSION
+    )["ScalableTargets"]
+    return targets[0] if targets else None
+
+
+def suspended(resource_id: str) -> dict[str, bool]:
+    target = target_state(resource_id)
+    assert target is not None, f"{resource_id}: no scalable target"
+    state = target.get("SuspendedState") or {}
+    return {
+        flag: bool(state.get(flag, False))
+        for flag in (
+            "DynamicScalingInSuspended",
+            "DynamicScalingOutSuspended",
+            "ScheduledScalingSuspended",
+        )
+    }
+
+
+def desired_count(endpoint: str) -> int:
+    variants = client("sagemaker").describe_endpoint(EndpointName=endpoint)["ProductionVariants"]
+    return int(variants[0]["DesiredInstanceCount"])
+
+
+def suspend(resource_id: str, **flags: bool) -> None:
+    client("application-autoscaling").register_scalable_target(
+        ServiceNamespace=NAMESPACE,
+        ResourceId=resource_id,
+        ScalableDimension=DIMENSION,
+        SuspendedState={
+            "DynamicScalingInSuspended": flags.get("DynamicScalingInSuspended", False),
+            "DynamicScalingOutSuspended": flags.get("DynamicScalingOutSuspended", False),
+            "ScheduledScalingSuspended": flags.get("ScheduledScalingSuspended", False),
+        },
+    )
+
+
+def record_operations(*clients: Any) -> list[str]:
+    """Names of every AWS operation the clients make from now on."""
+    seen: list[str] = []
+
+    def before_call(model: Any, **kwargs: Any) -> None:
+        seen.append(model.name)
+
+    for client in clients:
+        client.meta.events.register("before-call", before_call)
+    return seen
+
+
+def make_plan(**overrides: Any) -> PlanArtifact:
+    values: dict[str, Any] = {
+        "model": "kokoro-82m",
+        "slug": "g4dnxlarge-8b1b96bc",
+        "inputs": {},
+        "c_scale_max": 37.5,
+        "c_scale_min": 25.0,
+        "cw_units_ratio": 1.0,
+        "scaling_target_value": 37.5,
+        "scale_in_threshold": 25.0,
+        "w_max_s": 2.934,
+        "queue_max_depth": 50,
+        "scale_out_cooldown_s": 30,
+        "scale_in_cooldown_s": 960,
+        "min_instances": 1,
+        "max_instances": 4,
+        "min_safe_instances": 3,
+        "per_instance_rps_at_c_scale_max": 20.0,
+        "first_chunk_alarm_ms": 65.0,
+        "findings": [],
+        "verdict": "ok",
+        "config_block": "ModelEndpointConfig(...)",
+    }
+    values.update(overrides)
+    return PlanArtifact(**values)

@@ -1,0 +1,103 @@
+"""AWS test fixtures: one moto server (server mode, 127.0.0.1) per session and a clean AWS env.
+
+`.ci/run` may start the server itself and pass its URL in TTS_MOTO_URL; otherwise the session
+starts `moto_server` from this venv on a free port. Tests never reach AWS: the environment
+points boto3 at moto and holds fake credentials, and no profile or config file is read.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aws_helpers import FakeClock
+
+from pytest_tts_scaling.aws.clients import AwsClients
+
+MOTO_SERVER = Path(sys.executable).with_name("moto_server")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_up(url: str, process: subprocess.Popen[bytes] | None, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"moto_server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"moto server at {url} did not answer within {timeout_s:g} s")
+
+
+@pytest.fixture(scope="session")
+def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    given = os.environ.get("TTS_MOTO_URL")
+    if given:
+        _wait_up(given.rstrip("/"), None)
+        yield given.rstrip("/")
+        return
+    port = _free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto_server.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], stdout=sink, stderr=sink
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url, process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def aws_env(
+    moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """Point boto3's standard chain at moto; returns the full environment for subprocesses."""
+    empty = tmp_path_factory.mktemp("aws-config") / "config"
+    empty.write_text("")
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    values = {
+        "AWS_ENDPOINT_URL": moto_url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(empty),
+        "AWS_SHARED_CREDENTIALS_FILE": str(empty),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return dict(os.environ)
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def clients(aws_env: dict[str, str], fake_clock: FakeClock) -> AwsClients:
+    return AwsClients(clock=fake_clock.clock())

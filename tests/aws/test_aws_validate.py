@@ -1,0 +1,91 @@
+"""validate against moto: each planned value held against what is deployed."""
+
+from __future__ import annotations
+
+import pytest
+from aws_helpers import deploy, make_plan, record_operations, unique
+
+from pytest_tts_scaling.aws.clients import AwsClients
+from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, FieldCheck, run_validate
+
+
+def by_field(checks: list[FieldCheck]) -> dict[str, FieldCheck]:
+    return {c.field: c for c in checks}
+
+
+def test_deployment_matching_the_plan_passes_and_nothing_is_written(
+    clients: AwsClients,
+) -> None:
+    d = deploy(unique())
+    ops = record_operations(clients.sagemaker, clients.autoscaling, clients.cloudwatch)
+    checks = run_validate(clients, d.endpoint, make_plan())
+    assert [c.field for c in checks] == list(VALIDATE_FIELDS)
+    assert all(c.ok for c in checks), [c.line() for c in checks]
+    assert by_field(checks)["scale_in_threshold"].deployed == 25.0
+    assert by_field(checks)["queue_max_depth"].deployed == 50
+    assert all(op.startswith(("Describe", "Get", "List")) for op in ops), ops
+
+
+# Deployed with these, checked against the default plan: exactly one field differs.
+MISMATCHES = {
+    "min_capacity": ({"min_capacity": 2}, "2", "1"),
+    "max_capacity": ({"max_capacity": 6}, "6", "4"),
+    "target_value": ({"target_value": 30.0}, "30", "37.5"),
+    "scale_out_cooldown_s": ({"scale_out_cooldown": 60}, "60", "30"),
+    "scale_in_threshold": ({"scale_in_threshold": 20.0}, "20", "25"),
+    "scale_in_cooldown_s": ({"scale_in_cooldown": 300}, "300", "960"),
+    "queue_max_depth": ({"env": {"QUEUE_MAX_DEPTH": "40"}}, "40", "50"),
+    "first_chunk_alarm_ms": ({"first_chunk_ms": 80.0}, "80", "65"),
+}
+
+
+@pytest.mark.parametrize("field", list(MISMATCHES))
+def test_each_mismatch_names_field_deployed_and_planned(clients: AwsClients, field: str) -> None:
+    deployed_with, deployed, planned = MISMATCHES[field]
+    d = deploy(unique(), **deployed_with)  # type: ignore[arg-type]
+    checks = run_validate(clients, d.endpoint, make_plan())
+    failed = [c for c in checks if not c.ok]
+    assert [c.field for c in failed] == [field]
+    assert (
+        failed[0].line().startswith(f"MISMATCH {field}: deployed {deployed}, planned {planned} (")
+    )
+
+
+def test_missing_pieces_are_mismatches(clients: AwsClients) -> None:
+    d = deploy(unique(), step=False, first_chunk_alarm=False, env={})
+    checks = by_field(run_validate(clients, d.endpoint, make_plan()))
+    missing = {name for name, c in checks.items() if c.deployed is None}
+    assert missing == {
+        "scale_in_threshold",
+        "scale_in_cooldown_s",
+        "queue_max_depth",
+        "first_chunk_alarm_ms",
+    }
+    assert not any(checks[name].ok for name in missing)
+    assert "deployed missing, planned 25" in checks["scale_in_threshold"].line()
+
+
+def test_without_target_nothing_scaling_matches(clients: AwsClients) -> None:
+    d = deploy(unique(), target=False, tracking=False, step=False)
+    checks = by_field(run_validate(clients, d.endpoint, make_plan()))
+    assert [n for n, c in checks.items() if c.ok] == ["queue_max_depth", "first_chunk_alarm_ms"]
+
+
+def test_first_chunk_alarm_of_another_endpoint_is_not_taken(clients: AwsClients) -> None:
+    other = deploy(unique(), first_chunk_ms=99.0)
+    d = deploy(unique(), first_chunk_alarm=False)
+    checks = by_field(run_validate(clients, d.endpoint, make_plan()))
+    assert checks["first_chunk_alarm_ms"].deployed is None
+    assert (
+        by_field(run_validate(clients, other.endpoint, make_plan()))[
+            "first_chunk_alarm_ms"
+        ].deployed
+        == 99.0
+    )
+
+
+def test_float_noise_is_not_a_mismatch() -> None:
+    check = FieldCheck("target_value", 37.50000000001, 37.5, "x")
+    assert check.ok
+    assert not FieldCheck("target_value", 37.6, 37.5, "x").ok
+    assert not FieldCheck("queue_max_depth", "deep", 50, "x").ok
