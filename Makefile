@@ -27,4 +27,4 @@ lint: $(STAMP)
 
 # The project's own tests, with ruff and mypy first.
 test: lint
-	$(BIN)/pytest $(ARGS)
+	$(BIN)/pytest --timeout=900 $(ARGS)

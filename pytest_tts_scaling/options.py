@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from itertools import pairwise
 from pathlib import Path
@@ -167,11 +167,28 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "URL",
     ),
     OptionSpec(
+        "--scenario",
+        "tts_scenario",
+        "Workload file (TOML): a path, or NAME for scenarios/NAME.toml. Options given here "
+        "override its values. Default: none (built-in texts).",
+        None,
+        None,
+        "NAME|PATH",
+    ),
+    OptionSpec(
+        "--inference-component",
+        "tts_inference_component",
+        "Send requests to this inference component of the endpoint. Default: none.",
+        None,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
         "--model",
         "tts_model",
         f"Model name used in artifact names and the plan. Default: {DEFAULT_MODEL}.",
         None,
-        DEFAULT_MODEL,
+        None,
         "NAME",
     ),
     OptionSpec(
@@ -181,7 +198,7 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "HTTP / InvokeEndpointWithResponseStream) or bidi (WebSocket session). Default: "
         "response-stream.",
         None,
-        "response-stream",
+        None,
         "KIND",
         ("response-stream", "bidi"),
     ),
@@ -323,6 +340,25 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--min-floor", "tts_min_floor", "Smallest fleet allowed. Default: 1.", positive_int, 1, "N"
     ),
+    OptionSpec(
+        "--baseline",
+        "tts_baseline",
+        "Committed qmax artifact to hold this run against: fail when Q_max drops or p95 TTFAB "
+        "at a common rung rises beyond the noise of the two runs. Default: none.",
+        Path,
+        None,
+        "FILE",
+    ),
+    OptionSpec(
+        "--regression-tolerance",
+        "tts_regression_tolerance",
+        "Factor on the rise of p95 TTFAB allowed against --baseline: the noise of the two "
+        "runs' p95 confidence intervals (or 5 percent / 5 ms, if more) times this; 0 fails on "
+        "any rise, 2 suits shared CI runners. Default: 1.",
+        non_negative_float,
+        1.0,
+        "F",
+    ),
 )
 
 
@@ -332,6 +368,8 @@ class RunOptions:
 
     endpoint: str | None = None
     endpoint_url: str | None = None
+    scenario: str | None = None
+    inference_component: str | None = None
     model: str = DEFAULT_MODEL
     transport: str = "response-stream"
     slo_ms: float | None = None
@@ -352,6 +390,8 @@ class RunOptions:
     peak_rps: float | None = None
     trough_rps: float = 0.0
     min_floor: int = 1
+    baseline: Path | None = None
+    regression_tolerance: float = 1.0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -381,14 +421,30 @@ class RunOptions:
         )
 
     @classmethod
-    def from_namespace(cls, values: Mapping[str, Any]) -> RunOptions:
-        """Build from parsed option dests (`tts_ladder` → `ladder`); unknown keys go to `extra`."""
+    def from_namespace(
+        cls, values: Mapping[str, Any], scenario_dirs: Sequence[Path] = (Path("scenarios"),)
+    ) -> RunOptions:
+        """Build from parsed option dests (`tts_ladder` → `ladder`); unknown keys go to `extra`.
+
+        Options left unset take the scenario's values (when --scenario names one), then the
+        defaults.
+        """
         names = {f.name for f in fields(cls)}
         known: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for dest, value in values.items():
             key = dest.removeprefix("tts_")
             (known if key in names else extra)[key] = value
+        if known.get("scenario"):
+            from pytest_tts_scaling.scenario import load_scenario, resolve
+
+            scenario = load_scenario(resolve(known["scenario"], list(scenario_dirs)))
+            extra["scenario"] = scenario
+            for key, value in scenario.settings().items():
+                if known.get(key) is None:
+                    known[key] = value
+        known["model"] = known.get("model") or DEFAULT_MODEL
+        known["transport"] = known.get("transport") or "response-stream"
         if known.get("endpoint") and known.get("endpoint_url"):
             raise argparse.ArgumentTypeError(
                 "--endpoint and --endpoint-url both given: expected at most one of them"

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_tts_scaling.ladder import LadderResult
-from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.report import ReportExtras, ladder_png, rung_table_html
+from pytest_tts_scaling.options import ResolvedOptions, RunOptions
+from pytest_tts_scaling.report import ReportExtras, ladder_png, render, rung_table_html
+from pytest_tts_scaling.schema import QmaxArtifact
 
 pytestmark = pytest.mark.qmax
 
@@ -41,3 +42,69 @@ def test_qmax_at_least_minimum(tts_ladder: LadderResult, tts_options: RunOptions
     assert q_max >= tts_options.min_qmax, (
         f"Q_max {q_max} is below --min-qmax {tts_options.min_qmax}"
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def qmax_baseline(
+    request: pytest.FixtureRequest, tts_settings: ResolvedOptions
+) -> QmaxArtifact | None:
+    """The --baseline artifact, read before the ladder runs (its file may be written over).
+
+    Autouse, so it is set up ahead of `tts_ladder`: a baseline that cannot be read, or one of
+    another model, transport, SLO or fingerprint, fails the qmax tests before anything is
+    measured.
+    """
+    from pytest_tts_scaling.commands.qmax import load_baseline
+    from pytest_tts_scaling.compare import check_identity
+    from pytest_tts_scaling.errors import InputError
+
+    try:
+        baseline = load_baseline(tts_settings)
+        if baseline is not None and not tts_settings.run.dry_run:
+            endpoint = request.getfixturevalue("tts_endpoint")
+            check_identity(
+                baseline,
+                slug=endpoint.slug,
+                allow_mismatch=tts_settings.run.allow_config_mismatch,
+                baseline_name=f"baseline {tts_settings.run.baseline}",
+                new_name=f"endpoint {endpoint.name}",
+            )
+        return baseline
+    except InputError as exc:
+        raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
+
+
+def test_qmax_no_regression_against_baseline(
+    tts_ladder: LadderResult,
+    qmax_baseline: QmaxArtifact | None,
+    tts_options: RunOptions,
+    tts_report: ReportExtras,
+    tts_summary: list[str],
+) -> None:
+    from pytest_tts_scaling.compare import compare
+    from pytest_tts_scaling.errors import InputError
+
+    if qmax_baseline is None:
+        pytest.skip("no --baseline given")
+    artifact = tts_ladder.artifact
+    try:
+        comparison = compare(
+            qmax_baseline,
+            artifact,
+            tolerance=tts_options.regression_tolerance,
+            allow_config_mismatch=tts_options.allow_config_mismatch,
+            baseline_name=f"baseline {tts_options.baseline}",
+            new_name=str(tts_ladder.path),
+        )
+    except InputError as exc:
+        raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
+    tts_report.png(ladder_png(artifact, baseline=qmax_baseline), name="ladder against the baseline")
+    tts_report.html(render("compare.html.j2", comparison=comparison), name="regression checks")
+    tts_summary.extend(f"qmax baseline: warning: {w}" for w in comparison.warnings)
+    tts_summary.extend(f"qmax baseline: {c.line()}" for c in comparison.regressions)
+    tts_summary.append(f"qmax baseline: {comparison.verdict_line()}")
+    if not comparison.ok:
+        pytest.fail(
+            "\n".join([*(c.line() for c in comparison.regressions), comparison.verdict_line()]),
+            pytrace=False,
+        )
