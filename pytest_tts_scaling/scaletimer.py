@@ -30,6 +30,7 @@ from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.schema import Provenance, QmaxArtifact, TtotalArtifact, ttotal_filename
 from pytest_tts_scaling.timeline import (
     DEFAULT_POLICY_LAG_S,
+    STAGE_ORDER,
     Event,
     assemble,
     iso,
@@ -42,18 +43,8 @@ from pytest_tts_scaling.workload import Workload, workload_for
 MARKER_PREFIX = "TTS_MARKER "
 PING_EVERY_S = 0.1
 TRIGGER = "forced"
-LOCAL_STAGES = (
-    "load_applied",
-    "desired_set",
-    "container_started",
-    "framework_init",
-    "weights_ready",
-    "warmup_done",
-    "ready",
-    "in_service",
-    "first_request_served",
-    "traffic_recovered",
-)
+# A local process has no EC2 instance whose log stream could appear.
+LOCAL_STAGES = tuple(stage for stage in STAGE_ORDER if stage != "instance_logging")
 
 
 def check_comparable(qmax: QmaxArtifact, endpoint: Endpoint, settings: ResolvedOptions) -> None:
