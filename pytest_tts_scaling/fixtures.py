@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +16,9 @@ from pytest_tts_scaling.endpoint import Endpoint
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report import ReportExtras
 from pytest_tts_scaling.schema import TtotalArtifact
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.ladder import LadderResult
 
 
 @pytest.fixture(scope="session")
@@ -76,8 +80,8 @@ def tts_ladder(
     tts_settings: ResolvedOptions,
     tts_progress: Callable[[str], None],
     tts_summary: list[str],
-) -> object:
-    """The measured ladder (a :class:`~pytest_tts_scaling.ladder.LadderResult`).
+) -> LadderResult:
+    """The measured ladder: the qmax artifact and where it and its records were written.
 
     With --dry-run it prints the schedule and skips without starting or calling anything.
     """

@@ -1,6 +1,7 @@
 """`pytest -m drift`: read-only preflight of a deployed endpoint, one test per check.
 
     pytest -m drift --endpoint speech-kokoro-82m [--plan-artifact reports/plan-kokoro-82m.json]
+        [--inference-component NAME]
 
 Each check is its own test case (JUnit XML names it): an error finding fails it, a warning is
 printed in the `tts-scaling` summary and passes. Nothing on AWS is changed.
@@ -33,6 +34,7 @@ def drift_report(tts_options: RunOptions, tts_summary: list[str]) -> DriftReport
             tts_options.endpoint,
             artifacts_dir=tts_options.artifacts_dir,
             plan=plan_for(tts_options, required=False),
+            component=tts_options.inference_component,
         )
     except InputError as exc:
         pytest.fail(f"drift could not read {tts_options.endpoint}: {exc}", pytrace=False)

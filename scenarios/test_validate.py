@@ -1,6 +1,7 @@
 """`pytest -m validate`: the deployed scaling configuration matches the plan, field by field.
 
     pytest -m validate --endpoint speech-kokoro-82m --plan-artifact reports/plan-kokoro-82m.json
+        [--inference-component NAME]
 
 One test case per field (JUnit XML names it); a mismatch fails with the deployed and the planned
 value. Read-only.
@@ -32,7 +33,9 @@ def validate_checks(tts_options: RunOptions) -> dict[str, FieldCheck]:
     try:
         plan = plan_for(tts_options, required=True)
         assert plan is not None
-        checks = run_validate(AwsClients(), tts_options.endpoint, plan)
+        checks = run_validate(
+            AwsClients(), tts_options.endpoint, plan, component=tts_options.inference_component
+        )
     except InputError as exc:
         pytest.fail(f"validate: {exc}", pytrace=False)
     return {check.field: check for check in checks}

@@ -197,9 +197,7 @@ class BidiSession:
         try:
             async with asyncio.timeout(self.timeout_s):
                 timer.started()
-                await self.stream.input_stream.send(
-                    self.make_part(request.payload)
-                )
+                await self.stream.input_stream.send(self.make_part(request.payload))
                 if self.receiver is None:
                     # Shielded: a timeout here must not cancel the SDK's shared future.
                     _, self.receiver = await asyncio.shield(self.stream.await_output())

@@ -91,6 +91,10 @@ class AwsClients:
         return self.client("cloudwatch")
 
     @property
+    def logs(self) -> Any:
+        return self.client("logs")
+
+    @property
     def region_name(self) -> str | None:
         region: str | None = self.sagemaker.meta.region_name
         return region

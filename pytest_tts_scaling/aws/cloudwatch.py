@@ -3,7 +3,8 @@
 `AWS/SageMaker ConcurrentRequestsPerModel` (EndpointName, VariantName; 10 s, Maximum) arrives
 about two minutes late, so the join waits, bounded, until the metric covers the last window.
 Its units differ from the client's time-weighted mean; the ratio per rung is what plan converts
-thresholds with.
+thresholds with. With an inference component the metric is `ConcurrentRequestsPerCopy`
+(dimension InferenceComponentName), the same per-copy view.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pytest_tts_scaling.aws.clients import Clock, aws_errors
+from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.schema import Rung
 
 NAMESPACE = "AWS/SageMaker"
@@ -46,11 +48,16 @@ def annotate_rungs(
     endpoint: str,
     variant: str,
     clock: Clock,
+    component: str | None = None,
     log: Callable[[str], None] = lambda line: None,
     max_lag_s: float = MAX_LAG_S,
     poll_s: float = POLL_S,
 ) -> list[Rung]:
-    """Rungs with `cw_max` (highest 10 s Maximum in the window) and `cw_ratio` = cw_max / mean."""
+    """Rungs with `cw_max` (highest 10 s Maximum in the window) and `cw_ratio` = cw_max / mean.
+
+    The metric is the variant's ConcurrentRequestsPerModel, or `component`'s
+    ConcurrentRequestsPerCopy when a component is measured.
+    """
     windows = [
         _Window(i, parse_time(r.window_start), parse_time(r.window_end))
         for i, r in enumerate(rungs)
@@ -59,16 +66,14 @@ def annotate_rungs(
     if not windows:
         return list(rungs)
     deadline = max(w.end for w in windows) + timedelta(seconds=max_lag_s)
-    dimensions = [
-        {"Name": "EndpointName", "Value": endpoint},
-        {"Name": "VariantName", "Value": variant},
-    ]
+    scope = ScalingScope(endpoint, variant, component)
+    metric, dimensions = scope.metric, scope.metric_dimensions
     announced = False
     with aws_errors():
         while True:
             for window in windows:
                 if not window.complete:
-                    _query(cloudwatch, window, dimensions)
+                    _query(cloudwatch, window, metric, dimensions)
             pending = [w for w in windows if not w.complete]
             now = clock.now()
             if not pending or now >= deadline:
@@ -76,13 +81,13 @@ def annotate_rungs(
             if not announced:
                 log(
                     f"waiting up to {(deadline - now).total_seconds():.0f} s for CloudWatch "
-                    f"{METRIC} to cover {len(pending)} rung window(s)"
+                    f"{metric} to cover {len(pending)} rung window(s)"
                 )
                 announced = True
             clock.sleep(min(poll_s, max(1.0, (deadline - now).total_seconds())))
     missing = [rungs[w.index].concurrency for w in windows if w.maximum is None]
     if missing:
-        log(f"CloudWatch {METRIC}: no datapoints for rung(s) {missing}; cw_ratio left empty")
+        log(f"CloudWatch {metric}: no datapoints for rung(s) {missing}; cw_ratio left empty")
     out = list(rungs)
     for window in windows:
         rung = rungs[window.index]
@@ -93,10 +98,10 @@ def annotate_rungs(
     return out
 
 
-def _query(cloudwatch: Any, window: _Window, dimensions: list[dict[str, str]]) -> None:
+def _query(cloudwatch: Any, window: _Window, metric: str, dimensions: list[dict[str, str]]) -> None:
     points = cloudwatch.get_metric_statistics(
         Namespace=NAMESPACE,
-        MetricName=METRIC,
+        MetricName=metric,
         Dimensions=dimensions,
         StartTime=window.start,
         EndTime=window.end,

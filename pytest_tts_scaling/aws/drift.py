@@ -2,6 +2,10 @@
 
 Findings carry a severity: an error blocks a measurement or a promotion, a warning is printed
 and passes. No error means `preflight-ok`. Only Describe/Get calls are made here.
+
+With an inference component the component's scaling is checked as well: its scalable target
+(`inference-component/NAME`, dimension `sagemaker:inference-component:DesiredCopyCount`), its
+policies (ConcurrentRequestsPerCopy, dimension InferenceComponentName), its status and copies.
 """
 
 from __future__ import annotations
@@ -14,8 +18,19 @@ from typing import Any, Literal
 
 from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
-from pytest_tts_scaling.aws.fingerprint import describe_endpoint, variant_states
-from pytest_tts_scaling.aws.freeze import read_snapshot, snapshot_age, snapshot_path
+from pytest_tts_scaling.aws.fingerprint import (
+    ComponentState,
+    component_state,
+    describe_component,
+    describe_endpoint,
+    variant_states,
+)
+from pytest_tts_scaling.aws.freeze import (
+    read_snapshot,
+    snapshot_age,
+    snapshot_path,
+    thaw_command,
+)
 from pytest_tts_scaling.errors import ArtifactError
 from pytest_tts_scaling.schema import PlanArtifact
 
@@ -82,11 +97,16 @@ def run_drift(
     artifacts_dir: Path,
     plan: PlanArtifact | None = None,
     lookback_s: float = DEFAULT_LOOKBACK_S,
+    component: str | None = None,
 ) -> DriftReport:
-    """Compare the deployed endpoint, its scaling and its alarms with what they should be."""
+    """Compare the deployed endpoint, its scaling and its alarms with what they should be.
+
+    With `component`, its scaling is what the plan's capacity is held against.
+    """
     with aws_errors():
         return DriftReport(
-            endpoint, tuple(_findings(clients, endpoint, artifacts_dir, plan, lookback_s))
+            endpoint,
+            tuple(_findings(clients, endpoint, artifacts_dir, plan, lookback_s, component)),
         )
 
 
@@ -96,6 +116,7 @@ def _findings(
     artifacts_dir: Path,
     plan: PlanArtifact | None,
     lookback_s: float,
+    component: str | None = None,
 ) -> list[DriftFinding]:
     out: list[DriftFinding] = []
     description = describe_endpoint(clients.sagemaker, endpoint)
@@ -115,7 +136,10 @@ def _findings(
                 )
             )
         variants = {v.name: v for v in variant_states(description)}
+    copies = _component_status(clients, endpoint, component, out) if component else None
     out += _snapshot_findings(clients, endpoint, artifacts_dir)
+    if component:
+        out += _snapshot_findings(clients, endpoint, artifacts_dir, component)
 
     targets = scaling.targets_for_endpoint(clients.autoscaling, endpoint)
     policies = scaling.policies_for_endpoint(clients.autoscaling, endpoint)
@@ -137,18 +161,25 @@ def _findings(
     target_keys = {(t["ResourceId"], t["ScalableDimension"]) for t in targets}
     for policy in policies:
         if (policy["ResourceId"], policy["ScalableDimension"]) not in target_keys:
-            out.append(
-                DriftFinding(
-                    "orphaned_policy",
-                    "error",
-                    f"policy {policy['PolicyName']} on {policy['ResourceId']}: no scalable target; "
-                    "delete it",
-                )
-            )
+            out.append(_orphaned_policy(policy))
+
+    live_resources = {t["ResourceId"] for t in live_targets.values()}
+    if component:
+        found = _component_scaling(clients, component, copies, plan)
+        out += found.findings
+        policies += found.policies
+        target_keys |= {(t["ResourceId"], t["ScalableDimension"]) for t in found.targets}
+        if found.live:
+            live_resources.add(scaling.component_resource_id(component))
+        for policy in found.policies:
+            if (policy["ResourceId"], policy["ScalableDimension"]) not in target_keys:
+                out.append(_orphaned_policy(policy))
 
     for name, state in variants.items():
         live = live_targets.get(name)
         resource = scaling.resource_id(endpoint, name)
+        if live is None and component:
+            continue  # the component's copies are what scales; its target is checked above
         if live is None:
             out.append(
                 DriftFinding(
@@ -166,18 +197,102 @@ def _findings(
         out += _suspension(resource, live)
         out += _capacity(resource, live, state.desired_instance_count, plan)
 
-    out += _inert(clients, endpoint, variants, policies, alarms, live_targets, lookback_s)
-    out += _insufficient_data(endpoint, policies, alarms)
+    out += _inert(clients, endpoint, policies, alarms, live_resources, lookback_s)
+    out += _insufficient_data(endpoint, policies, alarms, component)
     return out
 
 
+def _orphaned_policy(policy: dict[str, Any]) -> DriftFinding:
+    return DriftFinding(
+        "orphaned_policy",
+        "error",
+        f"policy {policy['PolicyName']} on {policy['ResourceId']}: no scalable target; delete it",
+    )
+
+
+def _component_status(
+    clients: AwsClients, endpoint: str, component: str, out: list[DriftFinding]
+) -> ComponentState | None:
+    """The component's state; a missing, foreign or not-InService component is an error."""
+    found = describe_component(clients.sagemaker, component)
+    if found is None:
+        out.append(
+            DriftFinding("endpoint_status", "error", f"inference component {component} not found")
+        )
+        return None
+    state = component_state(found)
+    if state.endpoint != endpoint:
+        out.append(
+            DriftFinding(
+                "endpoint_status",
+                "error",
+                f"inference component {component} runs on endpoint {state.endpoint}, not "
+                f"{endpoint}",
+            )
+        )
+    elif state.status != "InService":
+        reason = found.get("FailureReason")
+        out.append(
+            DriftFinding(
+                "endpoint_status",
+                "error",
+                f"inference component {component} is {state.status}, expected InService"
+                + (f" ({reason})" if reason else ""),
+            )
+        )
+    return state
+
+
+@dataclass(frozen=True)
+class _ComponentScaling:
+    targets: list[dict[str, Any]]
+    policies: list[dict[str, Any]]
+    live: bool
+    findings: list[DriftFinding]
+
+
+def _component_scaling(
+    clients: AwsClients, component: str, copies: ComponentState | None, plan: PlanArtifact | None
+) -> _ComponentScaling:
+    """Target, policies and findings of the component's own scaling (its copies)."""
+    resource = scaling.component_resource_id(component)
+    targets = scaling.targets_for_resource(clients.autoscaling, resource)
+    policies = scaling.policies_for_resource(clients.autoscaling, resource)
+    findings: list[DriftFinding] = []
+    if copies is None:
+        findings += [
+            DriftFinding(
+                "orphaned_target",
+                "error",
+                f"{t['ResourceId']}: scalable target for an inference component that does not "
+                "exist; deregister it",
+            )
+            for t in targets
+        ]
+        return _ComponentScaling(targets, policies, False, findings)
+    if not targets:
+        findings.append(
+            DriftFinding(
+                "missing_target",
+                "warn",
+                f"{resource}: no scalable target, the component's copies never scale"
+                + (f" (plan asks for {plan.min_instances}..{plan.max_instances})" if plan else ""),
+            )
+        )
+        return _ComponentScaling(targets, policies, False, findings)
+    target = targets[0]
+    findings += _suspension(resource, target)
+    findings += _capacity(resource, target, copies.desired_copy_count, plan, unit="copy count")
+    return _ComponentScaling(targets, policies, True, findings)
+
+
 def _snapshot_findings(
-    clients: AwsClients, endpoint: str, artifacts_dir: Path
+    clients: AwsClients, endpoint: str, artifacts_dir: Path, component: str | None = None
 ) -> list[DriftFinding]:
-    path = snapshot_path(artifacts_dir, endpoint)
+    path = snapshot_path(artifacts_dir, endpoint, component)
     if not path.exists():
         return []
-    thaw = f"run `tts-bench thaw --endpoint {endpoint} --artifacts-dir {artifacts_dir}`"
+    thaw = f"run `{thaw_command(endpoint, component, artifacts_dir)}`"
     try:
         snapshot = read_snapshot(path)
     except ArtifactError as exc:
@@ -211,7 +326,11 @@ def _suspension(resource: str, target: dict[str, Any]) -> list[DriftFinding]:
 
 
 def _capacity(
-    resource: str, target: dict[str, Any], desired: int | None, plan: PlanArtifact | None
+    resource: str,
+    target: dict[str, Any],
+    desired: int | None,
+    plan: PlanArtifact | None,
+    unit: str = "instance count",
 ) -> list[DriftFinding]:
     out: list[DriftFinding] = []
     low, high = target["MinCapacity"], target["MaxCapacity"]
@@ -220,8 +339,7 @@ def _capacity(
             DriftFinding(
                 "capacity_mismatch",
                 "warn",
-                f"{resource}: desired instance count {desired} is outside the target's "
-                f"{low}..{high}",
+                f"{resource}: desired {unit} {desired} is outside the target's {low}..{high}",
             )
         )
     if plan is not None and (low, high) != (plan.min_instances, plan.max_instances):
@@ -239,10 +357,9 @@ def _capacity(
 def _inert(
     clients: AwsClients,
     endpoint: str,
-    variants: dict[str, Any],
     policies: list[dict[str, Any]],
     alarms: list[dict[str, Any]],
-    live_targets: dict[str, dict[str, Any]],
+    live_resources: set[str],
     lookback_s: float,
 ) -> list[DriftFinding]:
     out: list[DriftFinding] = []
@@ -251,10 +368,10 @@ def _inert(
     period = max(60, math.ceil(lookback_s / 60) * 60)
     seen: dict[scaling.MetricRef, bool] = {}
     for policy in policies:
-        variant = scaling.variant_of(policy["ResourceId"], endpoint)
-        if variant not in live_targets:
+        if policy["ResourceId"] not in live_resources:
             continue  # reported as orphaned
-        metrics = scaling.policy_metrics(policy, alarms, endpoint, str(variant))
+        variant = scaling.variant_of(policy["ResourceId"], endpoint) or ""
+        metrics = scaling.policy_metrics(policy, alarms, endpoint, variant)
         if not metrics and policy.get("PolicyType") == "StepScaling":
             out.append(
                 DriftFinding(
@@ -295,7 +412,10 @@ def _has_datapoints(
 
 
 def _insufficient_data(
-    endpoint: str, policies: list[dict[str, Any]], alarms: list[dict[str, Any]]
+    endpoint: str,
+    policies: list[dict[str, Any]],
+    alarms: list[dict[str, Any]],
+    component: str | None = None,
 ) -> list[DriftFinding]:
     related: dict[str, dict[str, Any]] = {}
     for policy in policies:
@@ -303,7 +423,10 @@ def _insufficient_data(
             related[alarm["AlarmName"]] = alarm
     for alarm in scaling.alarms_for_endpoint(alarms, endpoint):
         related[alarm["AlarmName"]] = alarm
-    first_chunk = scaling.first_chunk_alarm(alarms, endpoint)
+    if component:
+        for alarm in scaling.alarms_for_component(alarms, component):
+            related[alarm["AlarmName"]] = alarm
+    first_chunk = scaling.first_chunk_alarm(alarms, endpoint, component)
     if first_chunk is not None:
         related[first_chunk["AlarmName"]] = first_chunk
     return [

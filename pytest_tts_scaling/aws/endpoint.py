@@ -1,4 +1,8 @@
-"""The SageMaker endpoint handle: fingerprint, transports, freeze and the CloudWatch join."""
+"""The SageMaker endpoint handle: fingerprint, transports, freeze and the CloudWatch join.
+
+With `--inference-component NAME` the handle measures that component: requests name it, freeze
+pins its copies, capacity is its copy count and the CloudWatch join reads ConcurrentRequestsPerCopy.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,15 @@ from pathlib import Path
 from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
 from pytest_tts_scaling.aws.fingerprint import (
     Deployment,
+    component_state,
+    describe_component,
     describe_endpoint,
     read_deployment,
     variant_states,
 )
+from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.endpoint import Endpoint
+from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.schema import Rung
 from pytest_tts_scaling.transports import Transport
@@ -30,13 +38,24 @@ class SageMakerEndpoint(Endpoint):
         self.deployment = deployment
         self.name = deployment.endpoint
         self.variant = deployment.variant
+        self.inference_component = deployment.component
         self.deployed = deployment.deployed_config()
         self.slug = deployment.slug
         self.clients = clients
         self.artifacts_dir = Path(artifacts_dir)
         self.log = log
 
+    @property
+    def scope(self) -> ScalingScope:
+        return ScalingScope(self.name, self.variant, self.inference_component)
+
     def transport(self, name: str, *, concurrency: int) -> Transport:
+        if name == "bidi" and self.inference_component:
+            raise InputError(
+                f"--transport bidi cannot target inference component {self.inference_component}: "
+                "InvokeEndpointWithBidirectionalStream has no InferenceComponentName; expected "
+                "--transport response-stream"
+            )
         if name == "bidi":
             from pytest_tts_scaling.aws.bidi import SageMakerBidiTransport
 
@@ -48,6 +67,11 @@ class SageMakerEndpoint(Endpoint):
         return SageMakerStreamTransport(self.name, concurrency=concurrency, variant=self.variant)
 
     def instance_count(self) -> int | None:
+        """Instances of the variant; copies when an inference component is measured."""
+        if self.inference_component:
+            with aws_errors():
+                found = describe_component(self.clients.sagemaker, self.inference_component)
+            return None if found is None else component_state(found).current_copy_count
         with aws_errors():
             description = describe_endpoint(self.clients.sagemaker, self.name)
         if description is None:
@@ -59,7 +83,13 @@ class SageMakerEndpoint(Endpoint):
     def frozen(self) -> Iterator[Endpoint]:
         from pytest_tts_scaling.aws.freeze import freeze
 
-        with freeze(self.clients, self.name, artifacts_dir=self.artifacts_dir, log=self.log):
+        with freeze(
+            self.clients,
+            self.name,
+            artifacts_dir=self.artifacts_dir,
+            log=self.log,
+            component=self.inference_component,
+        ):
             yield self
 
     @property
@@ -74,6 +104,7 @@ class SageMakerEndpoint(Endpoint):
             rungs,
             endpoint=self.name,
             variant=self.variant,
+            component=self.inference_component,
             clock=self.clients.clock,
             log=self.log,
         )
@@ -87,10 +118,11 @@ def open_sagemaker_endpoint(
     if not options.endpoint:
         raise ValueError("open_sagemaker_endpoint needs options.endpoint")
     clients = clients or AwsClients()
-    deployment = read_deployment(clients.sagemaker, options.endpoint)
+    deployment = read_deployment(clients.sagemaker, options.endpoint, options.inference_component)
+    component = f" (inference component {deployment.component})" if deployment.component else ""
     log(
-        f"{deployment.endpoint}: {deployment.instance_type}, image {deployment.image_digest}, "
-        f"slug {deployment.slug}, status {deployment.status}"
+        f"{deployment.endpoint}{component}: {deployment.instance_type}, image "
+        f"{deployment.image_digest}, slug {deployment.slug}, status {deployment.status}"
     )
     yield SageMakerEndpoint(
         deployment, clients=clients, artifacts_dir=options.artifacts_dir, log=log

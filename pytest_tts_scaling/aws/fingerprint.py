@@ -1,7 +1,8 @@
 """What is deployed: DescribeEndpoint → EndpointConfig → Model, reduced to the fingerprint.
 
 The slug (SPEC §5) names the instance type and the image, so artifacts measured on one
-configuration are never silently applied to another.
+configuration are never silently applied to another. With an inference component the model and
+image are the component's (DescribeInferenceComponent), the instance type its variant's.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Deployment:
     image: str
     image_digest: str
     container_env: dict[str, str] = field(default_factory=dict)
+    component: str | None = None
 
     def deployed_config(self) -> DeployedConfig:
         return DeployedConfig(
@@ -69,6 +71,45 @@ def describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
     return response
 
 
+def describe_component(sagemaker: Any, name: str) -> dict[str, Any] | None:
+    """DescribeInferenceComponent, or None when the component does not exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        response: dict[str, Any] = sagemaker.describe_inference_component(
+            InferenceComponentName=name
+        )
+    except ClientError as exc:
+        if error_code(exc) in {"ValidationException", "ResourceNotFound"}:
+            return None
+        raise
+    return response
+
+
+@dataclass(frozen=True)
+class ComponentState:
+    """An inference component's status and copy counts, as DescribeInferenceComponent says."""
+
+    name: str
+    endpoint: str
+    variant: str
+    status: str
+    current_copy_count: int | None
+    desired_copy_count: int | None
+
+
+def component_state(description: dict[str, Any]) -> ComponentState:
+    runtime = description.get("RuntimeConfig") or {}
+    return ComponentState(
+        name=str(description.get("InferenceComponentName", "")),
+        endpoint=str(description.get("EndpointName", "")),
+        variant=str(description.get("VariantName", "")),
+        status=str(description.get("InferenceComponentStatus", "Unknown")),
+        current_copy_count=runtime.get("CurrentCopyCount"),
+        desired_copy_count=runtime.get("DesiredCopyCount"),
+    )
+
+
 def variant_states(description: dict[str, Any]) -> tuple[VariantState, ...]:
     return tuple(
         VariantState(
@@ -95,8 +136,12 @@ def image_digest(image_uri: str, deployed_images: list[dict[str, Any]] | None = 
     return last.split(":", 1)[1] if ":" in last else "latest"
 
 
-def read_deployment(sagemaker: Any, name: str) -> Deployment:
-    """Follow the endpoint to its config and model; one-line errors for what cannot be measured."""
+def read_deployment(sagemaker: Any, name: str, component: str | None = None) -> Deployment:
+    """Follow the endpoint to its config and model; one-line errors for what cannot be measured.
+
+    With `component`, the model, image and environment are the inference component's and the
+    variant is the one it runs on.
+    """
     with aws_errors():
         description = describe_endpoint(sagemaker, name)
         if description is None:
@@ -111,16 +156,16 @@ def read_deployment(sagemaker: Any, name: str) -> Deployment:
             raise InputError(
                 f"endpoint config {config_name!r}: field 'ProductionVariants' is empty"
             )
+        if component:
+            return _component_deployment(sagemaker, name, description, config_variants, component)
         primary = config_variants[0]
-        instance_type = primary.get("InstanceType")
-        if not instance_type:
-            raise InputError(
-                f"endpoint {name!r} variant {primary['VariantName']!r}: no InstanceType "
-                "(serverless or inference-component variants are not measured per instance)"
-            )
+        instance_type = _instance_type(name, primary)
         model_name = primary.get("ModelName")
         if not model_name:
-            raise InputError(f"endpoint {name!r} variant {primary['VariantName']!r}: no ModelName")
+            raise InputError(
+                f"endpoint {name!r} variant {primary['VariantName']!r}: no ModelName (an "
+                "endpoint of inference components: expected --inference-component NAME)"
+            )
         model = sagemaker.describe_model(ModelName=model_name)
     container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
     deployed_variant: dict[str, Any] = next(
@@ -142,5 +187,78 @@ def read_deployment(sagemaker: Any, name: str) -> Deployment:
         instance_type=instance_type,
         image=image,
         image_digest=image_digest(image, deployed_variant.get("DeployedImages")),
-        container_env={str(k): str(v) for k, v in (container.get("Environment") or {}).items()},
+        container_env=_env(container.get("Environment")),
+    )
+
+
+def _instance_type(endpoint: str, variant: dict[str, Any]) -> str:
+    instance_type = variant.get("InstanceType")
+    if not instance_type:
+        raise InputError(
+            f"endpoint {endpoint!r} variant {variant['VariantName']!r}: no InstanceType "
+            "(serverless variants are not measured per instance)"
+        )
+    return str(instance_type)
+
+
+def _env(raw: dict[str, Any] | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (raw or {}).items()}
+
+
+def _component_deployment(
+    sagemaker: Any,
+    name: str,
+    description: dict[str, Any],
+    config_variants: list[dict[str, Any]],
+    component: str,
+) -> Deployment:
+    found = describe_component(sagemaker, component)
+    if found is None:
+        raise InputError(
+            f"inference component {component!r} not found: expected a component of endpoint "
+            f"{name!r} (see `aws sagemaker list-inference-components --endpoint-name-equals "
+            f"{name}`)"
+        )
+    state = component_state(found)
+    if state.endpoint != name:
+        raise InputError(
+            f"inference component {component!r} runs on endpoint {state.endpoint!r}, not "
+            f"{name!r}: expected --endpoint {state.endpoint}"
+        )
+    variant = next((v for v in config_variants if v["VariantName"] == state.variant), None)
+    if variant is None:
+        raise InputError(
+            f"inference component {component!r}: its variant {state.variant!r} is not in "
+            f"endpoint config {description['EndpointConfigName']!r}"
+        )
+    spec = found.get("Specification") or {}
+    container = spec.get("Container") or {}
+    model_name = str(spec.get("ModelName") or "")
+    env: dict[str, str] = {}
+    image = ""
+    if model_name:
+        model = sagemaker.describe_model(ModelName=model_name)
+        model_container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
+        env = _env(model_container.get("Environment"))
+        image = str(model_container.get("Image", ""))
+    env.update(_env(container.get("Environment")))
+    deployed_image = container.get("DeployedImage") or {}
+    image = str(deployed_image.get("SpecifiedImage") or image)
+    if not image:
+        raise InputError(
+            f"inference component {component!r}: neither a model nor a container image in its "
+            "Specification"
+        )
+    return Deployment(
+        endpoint=name,
+        status=str(description.get("EndpointStatus", "Unknown")),
+        config_name=str(description["EndpointConfigName"]),
+        variants=variant_states(description),
+        variant=state.variant,
+        model_name=model_name or component,
+        instance_type=_instance_type(name, variant),
+        image=image,
+        image_digest=image_digest(image, [deployed_image] if deployed_image else None),
+        container_env=env,
+        component=component,
     )

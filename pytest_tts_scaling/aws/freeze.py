@@ -4,6 +4,10 @@ Order matters: the snapshot file is written (atomically) before anything changes
 at any point leaves either nothing changed or a snapshot that `tts-bench thaw` restores from.
 While frozen, SIGTERM raises :class:`Terminated` in the main thread, so the `finally` that
 restores runs as it does for Ctrl-C; during the restore both signals are held back.
+
+With an inference component the component is frozen instead of the variant: its scalable target
+(`inference-component/NAME`) is suspended and its copies are pinned to one with
+UpdateInferenceComponentRuntimeConfig.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -24,7 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pytest_tts_scaling.artifacts import save
 from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
-from pytest_tts_scaling.aws.fingerprint import describe_endpoint, variant_states
+from pytest_tts_scaling.aws.fingerprint import (
+    component_state,
+    describe_component,
+    describe_endpoint,
+    variant_states,
+)
 from pytest_tts_scaling.errors import ArtifactError, InputError
 
 FREEZE_SCHEMA = "tts-scaling/freeze/1"
@@ -73,10 +83,28 @@ class FreezeSnapshot(BaseModel):
     policies: list[dict[str, Any]] = Field(default_factory=list)
     desired_instance_count: int | None
     current_instance_count: int | None
+    inference_component: str | None = None
+    desired_copy_count: int | None = None
+    current_copy_count: int | None = None
+
+    @property
+    def wanted_capacity(self) -> int | None:
+        """The count restore puts back: copies for a component, else instances."""
+        if self.inference_component:
+            return self.desired_copy_count
+        return self.desired_instance_count
 
 
-def snapshot_path(artifacts_dir: Path, endpoint: str) -> Path:
-    return Path(artifacts_dir) / f".freeze-{endpoint}.json"
+def snapshot_path(artifacts_dir: Path, endpoint: str, component: str | None = None) -> Path:
+    """`.freeze-ENDPOINT.json`, or `.freeze-ENDPOINT.COMPONENT.json` (names hold no dots)."""
+    name = f"{endpoint}.{component}" if component else endpoint
+    return Path(artifacts_dir) / f".freeze-{name}.json"
+
+
+def thaw_command(endpoint: str, component: str | None, artifacts_dir: Path | None = None) -> str:
+    where = f" --artifacts-dir {artifacts_dir}" if artifacts_dir is not None else ""
+    which = f" --inference-component {component}" if component else ""
+    return f"tts-bench thaw --endpoint {endpoint}{which}{where}"
 
 
 def read_snapshot(path: Path) -> FreezeSnapshot | None:
@@ -103,19 +131,37 @@ def _json_safe(value: Any) -> Any:
 
 
 def take_snapshot(
-    clients: AwsClients, endpoint: str, description: dict[str, Any]
+    clients: AwsClients,
+    endpoint: str,
+    description: dict[str, Any],
+    component: str | None = None,
 ) -> FreezeSnapshot:
     states = variant_states(description)
     if not states:
         raise InputError(f"endpoint {endpoint!r} has no production variants to freeze")
     variant = states[0]
-    resource = scaling.resource_id(endpoint, variant.name)
+    copies = None
+    if component:
+        found = describe_component(clients.sagemaker, component)
+        if found is None:
+            raise InputError(f"inference component {component!r} not found: nothing to freeze")
+        copies = component_state(found)
+        if copies.endpoint != endpoint:
+            raise InputError(
+                f"inference component {component!r} runs on endpoint {copies.endpoint!r}, not "
+                f"{endpoint!r}"
+            )
+        variant = next((v for v in states if v.name == copies.variant), variant)
+        resource = scaling.component_resource_id(component)
+        policies = scaling.policies_for_resource(clients.autoscaling, resource)
+    else:
+        resource = scaling.resource_id(endpoint, variant.name)
+        policies = [
+            p
+            for p in scaling.policies_for_endpoint(clients.autoscaling, endpoint)
+            if p["ResourceId"] == resource
+        ]
     target = scaling.describe_target(clients.autoscaling, resource)
-    policies = [
-        p
-        for p in scaling.policies_for_endpoint(clients.autoscaling, endpoint)
-        if p["ResourceId"] == resource
-    ]
     return FreezeSnapshot(
         endpoint=endpoint,
         variant=variant.name,
@@ -132,6 +178,9 @@ def take_snapshot(
         policies=_json_safe(policies),
         desired_instance_count=variant.desired_instance_count,
         current_instance_count=variant.current_instance_count,
+        inference_component=component,
+        desired_copy_count=None if copies is None else copies.desired_copy_count,
+        current_copy_count=None if copies is None else copies.current_copy_count,
     )
 
 
@@ -187,6 +236,76 @@ def _variant_counts(
     )
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """What freeze pins: a variant's instances, or an inference component's copies."""
+
+    clients: AwsClients
+    endpoint: str
+    variant: str
+    component: str | None = None
+
+    @classmethod
+    def of(cls, clients: AwsClients, snapshot: FreezeSnapshot) -> Capacity:
+        return cls(clients, snapshot.endpoint, snapshot.variant, snapshot.inference_component)
+
+    @property
+    def unit(self) -> str:
+        return "copy count" if self.component else "instance count"
+
+    def describe(self) -> str:
+        if self.component:
+            return f"inference component {self.component}"
+        return f"{self.endpoint}/{self.variant}"
+
+    def counts(self) -> tuple[str, int | None, int | None]:
+        """(status, current, desired); status "Missing" when the endpoint or component is gone."""
+        if not self.component:
+            return _variant_counts(self.clients, self.endpoint, self.variant)
+        found = describe_component(self.clients.sagemaker, self.component)
+        if found is None:
+            return "Missing", None, None
+        state = component_state(found)
+        return state.status, state.current_copy_count, state.desired_copy_count
+
+    def set(self, count: int) -> None:
+        if self.component:
+            self.clients.sagemaker.update_inference_component_runtime_config(
+                InferenceComponentName=self.component, DesiredRuntimeConfig={"CopyCount": count}
+            )
+        else:
+            self.clients.sagemaker.update_endpoint_weights_and_capacities(
+                EndpointName=self.endpoint,
+                DesiredWeightsAndCapacities=[
+                    {"VariantName": self.variant, "DesiredInstanceCount": count}
+                ],
+            )
+
+    def wait_in_service(
+        self,
+        *,
+        count: int | None,
+        timeout_s: float,
+        poll_s: float,
+        interrupted: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """Until InService (with `count` current, when given); bounded by the clients' clock."""
+        where = self.describe()
+
+        def probe() -> bool | None:
+            if interrupted():
+                raise RestoreInterrupted(f"stopped waiting for {where} to be InService")
+            status, current, _ = self.counts()
+            if status in {"Failed", "Missing", "OutOfService", "Deleting"}:
+                raise FreezeError(f"{where} is {status}: cannot hold its capacity")
+            if status == "InService" and (count is None or current == count):
+                return True
+            return None
+
+        what = f"{where} InService" + (f" with {self.unit} {count}" if count else "")
+        self.clients.clock.wait_for(probe, timeout_s=timeout_s, interval_s=poll_s, what=what)
+
+
 def _wait_in_service(
     clients: AwsClients,
     endpoint: str,
@@ -197,18 +316,9 @@ def _wait_in_service(
     poll_s: float,
     interrupted: Callable[[], bool] = lambda: False,
 ) -> None:
-    def probe() -> bool | None:
-        if interrupted():
-            raise RestoreInterrupted(f"stopped waiting for {endpoint} to be InService")
-        status, current, _ = _variant_counts(clients, endpoint, variant)
-        if status in {"Failed", "Missing", "OutOfService", "Deleting"}:
-            raise FreezeError(f"endpoint {endpoint} is {status}: cannot hold its capacity")
-        if status == "InService" and (count is None or current == count):
-            return True
-        return None
-
-    what = f"endpoint {endpoint} InService" + (f" with {count} instance(s)" if count else "")
-    clients.clock.wait_for(probe, timeout_s=timeout_s, interval_s=poll_s, what=what)
+    Capacity(clients, endpoint, variant).wait_in_service(
+        count=count, timeout_s=timeout_s, poll_s=poll_s, interrupted=interrupted
+    )
 
 
 def restore(
@@ -234,7 +344,6 @@ def restore(
         done.append(line)
         log(line)
 
-    endpoint = snapshot.endpoint
     if snapshot.target is not None:
         resource = snapshot.target.resource_id
         current = scaling.describe_target(clients.autoscaling, resource)
@@ -249,35 +358,27 @@ def restore(
             )
         else:
             note(f"{resource}: SuspendedState already {_flags(snapshot.target.suspended_state)}")
-    wanted = snapshot.desired_instance_count
+    wanted = snapshot.wanted_capacity
+    capacity = Capacity.of(clients, snapshot)
+    where = capacity.describe()
     if restore_capacity and wanted is not None:
-        status, _, desired = _variant_counts(clients, endpoint, snapshot.variant)
+        status, _, desired = capacity.counts()
         if status == "Missing" or desired is None:
-            note(f"{endpoint}/{snapshot.variant}: endpoint or variant gone, capacity left alone")
+            gone = "inference component" if snapshot.inference_component else "endpoint or variant"
+            note(f"{where}: {gone} gone, capacity left alone")
         elif desired == wanted:
-            note(f"{endpoint}/{snapshot.variant}: desired instance count already {wanted}")
+            note(f"{where}: desired {capacity.unit} already {wanted}")
         else:
             if status != "InService":
                 log(
-                    f"waiting for {endpoint} to be InService before restoring its capacity "
+                    f"waiting for {where} to be InService before restoring its capacity "
                     "(signal again to stop waiting; the snapshot is then kept for thaw)"
                 )
-                _wait_in_service(
-                    clients,
-                    endpoint,
-                    snapshot.variant,
-                    count=None,
-                    timeout_s=timeout_s,
-                    poll_s=poll_s,
-                    interrupted=interrupted,
+                capacity.wait_in_service(
+                    count=None, timeout_s=timeout_s, poll_s=poll_s, interrupted=interrupted
                 )
-            clients.sagemaker.update_endpoint_weights_and_capacities(
-                EndpointName=endpoint,
-                DesiredWeightsAndCapacities=[
-                    {"VariantName": snapshot.variant, "DesiredInstanceCount": wanted}
-                ],
-            )
-            note(f"{endpoint}/{snapshot.variant}: desired instance count {desired} -> {wanted}")
+            capacity.set(wanted)
+            note(f"{where}: desired {capacity.unit} {desired} -> {wanted}")
     return done
 
 
@@ -294,21 +395,22 @@ def freeze(
     *,
     artifacts_dir: Path,
     log: Log,
+    component: str | None = None,
     timeout_s: float = IN_SERVICE_TIMEOUT_S,
     poll_s: float = POLL_S,
 ) -> Iterator[FreezeSnapshot]:
-    """Suspend the endpoint's scaling and pin it to one instance; restore everything on exit."""
-    path = snapshot_path(artifacts_dir, endpoint)
+    """Suspend the scaling and pin to one instance (or one copy of `component`); restore on exit."""
+    path = snapshot_path(artifacts_dir, endpoint, component)
     if path.exists():
         raise InputError(
             f"freeze snapshot {path} is left from an interrupted run: expected none; run "
-            f"`tts-bench thaw --endpoint {endpoint} --artifacts-dir {artifacts_dir}` first"
+            f"`{thaw_command(endpoint, component, artifacts_dir)}` first"
         )
     with aws_errors():
         description = describe_endpoint(clients.sagemaker, endpoint)
         if description is None:
             raise InputError(f"endpoint {endpoint!r} not found: nothing to freeze")
-        snapshot = take_snapshot(clients, endpoint, description)
+        snapshot = take_snapshot(clients, endpoint, description, component)
     save(snapshot, path)
     log(f"freeze snapshot written to {path}")
     failure: BaseException | None = None
@@ -335,25 +437,23 @@ def freeze(
 def _apply_freeze(
     clients: AwsClients, snapshot: FreezeSnapshot, *, log: Log, timeout_s: float, poll_s: float
 ) -> None:
-    endpoint, variant = snapshot.endpoint, snapshot.variant
+    capacity = Capacity.of(clients, snapshot)
+    where = capacity.describe()
     if snapshot.target is not None:
         scaling.register_suspended(
             clients.autoscaling, snapshot.target.resource_id, scaling.ALL_SUSPENDED
         )
         log(f"{snapshot.target.resource_id}: scaling suspended (in, out, scheduled)")
     else:
-        log(f"{endpoint}/{variant}: no scalable target, nothing to suspend")
-    _wait_in_service(clients, endpoint, variant, count=None, timeout_s=timeout_s, poll_s=poll_s)
-    _, _, desired = _variant_counts(clients, endpoint, variant)
+        log(f"{where}: no scalable target, nothing to suspend")
+    capacity.wait_in_service(count=None, timeout_s=timeout_s, poll_s=poll_s)
+    _, _, desired = capacity.counts()
     if desired != 1:
-        clients.sagemaker.update_endpoint_weights_and_capacities(
-            EndpointName=endpoint,
-            DesiredWeightsAndCapacities=[{"VariantName": variant, "DesiredInstanceCount": 1}],
-        )
-        log(f"{endpoint}/{variant}: desired instance count {desired} -> 1, waiting for InService")
-    _wait_in_service(clients, endpoint, variant, count=1, timeout_s=timeout_s, poll_s=poll_s)
+        capacity.set(1)
+        log(f"{where}: desired {capacity.unit} {desired} -> 1, waiting for InService")
+    capacity.wait_in_service(count=1, timeout_s=timeout_s, poll_s=poll_s)
     _verify_frozen(clients, snapshot)
-    log(f"{endpoint}/{variant}: frozen at one instance")
+    log(f"{where}: frozen at one {'copy' if snapshot.inference_component else 'instance'}")
 
 
 def _verify_frozen(clients: AwsClients, snapshot: FreezeSnapshot) -> None:
@@ -364,9 +464,10 @@ def _verify_frozen(clients: AwsClients, snapshot: FreezeSnapshot) -> None:
             problems.append("the scalable target disappeared")
         elif not all(scaling.suspended_state(target).values()):
             problems.append(f"SuspendedState is {_flags(scaling.suspended_state(target))}")
-    status, current, desired = _variant_counts(clients, snapshot.endpoint, snapshot.variant)
+    status, current, desired = Capacity.of(clients, snapshot).counts()
     if (status, current, desired) != ("InService", 1, 1):
-        problems.append(f"endpoint is {status} with current={current} desired={desired}")
+        what = "inference component" if snapshot.inference_component else "endpoint"
+        problems.append(f"{what} is {status} with current={current} desired={desired}")
     if problems:
         raise FreezeError(f"{snapshot.endpoint} did not freeze: " + "; ".join(problems))
 
@@ -394,9 +495,10 @@ def _restore_on_exit(
                     interrupted=lambda: bool(received),
                 )
         except Exception as exc:
+            command = thaw_command(snapshot.endpoint, snapshot.inference_component)
             log(
                 f"could not restore {snapshot.endpoint}: {exc}; the snapshot {path} is kept: run "
-                f"`tts-bench thaw --endpoint {snapshot.endpoint} --restore-capacity`"
+                f"`{command} --restore-capacity`"
             )
             if failure is not None:
                 return
@@ -416,15 +518,17 @@ def thaw(
     artifacts_dir: Path,
     restore_capacity: bool,
     log: Log,
+    component: str | None = None,
     timeout_s: float = IN_SERVICE_TIMEOUT_S,
     poll_s: float = POLL_S,
 ) -> list[str]:
     """Repair after a hard kill: restore from the snapshot, or clear every suspension if none.
 
     Idempotent: on an endpoint that is not frozen it changes nothing and succeeds. The snapshot
-    is removed once everything in it is restored.
+    is removed once everything in it is restored. With `component`, the inference component's
+    snapshot and scalable target are the ones thawed.
     """
-    path = snapshot_path(artifacts_dir, endpoint)
+    path = snapshot_path(artifacts_dir, endpoint, component)
     try:
         snapshot = read_snapshot(path)
     except ArtifactError as exc:
@@ -442,7 +546,14 @@ def thaw(
                 poll_s=poll_s,
             )
         else:
-            for target in scaling.targets_for_endpoint(clients.autoscaling, endpoint):
+            targets = (
+                scaling.targets_for_resource(
+                    clients.autoscaling, scaling.component_resource_id(component)
+                )
+                if component
+                else scaling.targets_for_endpoint(clients.autoscaling, endpoint)
+            )
+            for target in targets:
                 resource = target["ResourceId"]
                 if any(scaling.suspended_state(target).values()):
                     scaling.register_suspended(

@@ -4,6 +4,8 @@ The call returns when the response headers arrive, long before audio, so TTFAB i
 first PayloadPart that carries audio bytes while the event stream is iterated (SPEC §3): every
 part's bytes go to `timer.body`, which skips a WAV header and ignores empty parts. A
 ModelStreamError or InternalStreamFailure mid-stream ends the request as failed with that code.
+A request that names an inference component (`--inference-component`) is sent to it with
+InferenceComponentName.
 The SDK does not retry: a retried 503 would hide a rejection and inflate TTFAB.
 """
 
@@ -96,6 +98,8 @@ class _StreamSession:
         }
         if t.variant:
             arguments["TargetVariant"] = t.variant
+        if request.component:
+            arguments["InferenceComponentName"] = request.component
         return arguments
 
     async def send(self, request: RequestSpec, timer: StreamTimer) -> None:

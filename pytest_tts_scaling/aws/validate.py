@@ -1,4 +1,9 @@
-"""validate: every deployed scaling value against the plan artifact (SPEC §4). Read-only."""
+"""validate: every deployed scaling value against the plan artifact (SPEC §4). Read-only.
+
+With an inference component the values are its own: the scalable target on
+`inference-component/NAME` (copies), the policy tracking ConcurrentRequestsPerCopy, and
+QUEUE_MAX_DEPTH from the component's environment.
+"""
 
 from __future__ import annotations
 
@@ -80,24 +85,31 @@ class DeployedScaling:
     endpoint: str
     variant: str
     values: dict[str, Value]
+    component: str | None = None
 
 
-def read_deployed_scaling(clients: AwsClients, endpoint: str) -> DeployedScaling:
+def read_deployed_scaling(
+    clients: AwsClients, endpoint: str, component: str | None = None
+) -> DeployedScaling:
     with aws_errors():
-        deployment = read_deployment(clients.sagemaker, endpoint)
-        resource = scaling.resource_id(endpoint, deployment.variant)
+        deployment = read_deployment(clients.sagemaker, endpoint, component)
+        scope = scaling.ScalingScope(endpoint, deployment.variant, component)
+        resource = scope.resource_id
         target = scaling.describe_target(clients.autoscaling, resource)
-        policies = [
-            p
-            for p in scaling.policies_for_endpoint(clients.autoscaling, endpoint)
-            if p["ResourceId"] == resource
-        ]
+        if component:
+            policies = scaling.policies_for_resource(clients.autoscaling, resource)
+        else:
+            policies = [
+                p
+                for p in scaling.policies_for_endpoint(clients.autoscaling, endpoint)
+                if p["ResourceId"] == resource
+            ]
         alarms = scaling.all_alarms(clients.cloudwatch)
     values: dict[str, Value] = dict.fromkeys(VALIDATE_FIELDS)
     if target is not None:
         values["min_capacity"] = target["MinCapacity"]
         values["max_capacity"] = target["MaxCapacity"]
-    tracking = _target_tracking(policies)
+    tracking = _target_tracking(policies, scope.concurrency_policy_metric)
     if tracking is not None:
         config = tracking["TargetTrackingScalingPolicyConfiguration"]
         values["target_value"] = config.get("TargetValue")
@@ -111,13 +123,15 @@ def read_deployed_scaling(clients: AwsClients, endpoint: str) -> DeployedScaling
     depth = deployment.container_env.get("QUEUE_MAX_DEPTH")
     if depth is not None:
         values["queue_max_depth"] = _number(depth)
-    first_chunk = scaling.first_chunk_alarm(alarms, endpoint)
+    first_chunk = scaling.first_chunk_alarm(alarms, endpoint, component)
     if first_chunk is not None:
         values["first_chunk_alarm_ms"] = first_chunk.get("Threshold")
-    return DeployedScaling(endpoint, deployment.variant, values)
+    return DeployedScaling(endpoint, deployment.variant, values, component)
 
 
-def _target_tracking(policies: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _target_tracking(
+    policies: list[dict[str, Any]], metric: str = scaling.CONCURRENCY_METRIC
+) -> dict[str, Any] | None:
     tracking = [p for p in policies if p.get("PolicyType") == "TargetTrackingScaling"]
     on_concurrency = [
         p
@@ -125,7 +139,7 @@ def _target_tracking(policies: list[dict[str, Any]]) -> dict[str, Any] | None:
         if p["TargetTrackingScalingPolicyConfiguration"]
         .get("PredefinedMetricSpecification", {})
         .get("PredefinedMetricType")
-        == scaling.CONCURRENCY_METRIC
+        == metric
     ]
     chosen = on_concurrency or tracking
     return chosen[0] if chosen else None
@@ -154,5 +168,7 @@ def compare(deployed: DeployedScaling, plan: PlanArtifact) -> list[FieldCheck]:
     ]
 
 
-def run_validate(clients: AwsClients, endpoint: str, plan: PlanArtifact) -> list[FieldCheck]:
-    return compare(read_deployed_scaling(clients, endpoint), plan)
+def run_validate(
+    clients: AwsClients, endpoint: str, plan: PlanArtifact, component: str | None = None
+) -> list[FieldCheck]:
+    return compare(read_deployed_scaling(clients, endpoint, component), plan)

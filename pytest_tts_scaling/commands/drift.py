@@ -24,6 +24,14 @@ def register(subparsers: Any) -> None:
         "preflight-ok when no finding is an error; exits 1 otherwise.",
     )
     add_option(parser, "--endpoint", help=ENDPOINT_HELP)
+    add_option(
+        parser,
+        "--inference-component",
+        help="Also check this inference component: its status, its scalable target "
+        "(inference-component/NAME, DesiredCopyCount) and its policies "
+        "(ConcurrentRequestsPerCopy); the plan's capacity is then held against its copies. "
+        "Default: none.",
+    )
     add_to_argparse(parser, specs_named("--model", "--artifacts-dir"))
     add_option(
         parser,
@@ -70,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         endpoint_for(options),
         artifacts_dir=options.artifacts_dir,
         plan=plan_for(options, required=False),
+        component=options.inference_component,
     )
     for line in report.lines():
         print(line)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pytest_tts_scaling.commands.drift import add_option
 from pytest_tts_scaling.options import RunOptions, add_to_argparse, endpoint_name, specs_named
 
 
@@ -17,7 +18,8 @@ def register(subparsers: Any) -> None:
         "thaw",
         help="restore scaling suspended by an interrupted qmax/ttotal run",
         description="Restore the scalable target's SuspendedState from the freeze snapshot "
-        "(ARTIFACTS_DIR/.freeze-ENDPOINT.json) or, without one, set all three flags to false. "
+        "(ARTIFACTS_DIR/.freeze-ENDPOINT.json) or, without one, set all three flags to false; "
+        "with --inference-component, the component's. "
         "Safe to run any number of times; removes the snapshot when done.",
     )
     parser.add_argument(
@@ -28,11 +30,19 @@ def register(subparsers: Any) -> None:
         metavar="NAME",
         help="SageMaker endpoint to thaw. Required.",
     )
+    add_option(
+        parser,
+        "--inference-component",
+        help="Thaw this inference component (its snapshot ARTIFACTS_DIR/.freeze-ENDPOINT."
+        "COMPONENT.json, its target inference-component/NAME) instead of the variant. "
+        "Default: none.",
+    )
     parser.add_argument(
         "--restore-capacity",
         action="store_true",
         default=False,
-        help="Also put the desired instance count back to the snapshot's. Default: off.",
+        help="Also put the desired instance count (or copy count) back to the snapshot's. "
+        "Default: off.",
     )
     add_to_argparse(parser, specs_named("--artifacts-dir"))
     parser.set_defaults(func=run)
@@ -50,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         artifacts_dir=options.artifacts_dir,
         restore_capacity=bool(options.extra.get("restore_capacity")),
         log=print,
+        component=options.inference_component,
     )
     print(f"thawed {options.endpoint}")
     return 0

@@ -23,6 +23,13 @@ def register(subparsers: Any) -> None:
         "threshold. Changes nothing. Exits 1 on any mismatch.",
     )
     add_option(parser, "--endpoint", help=ENDPOINT_HELP)
+    add_option(
+        parser,
+        "--inference-component",
+        help="Validate this inference component's scaling instead of the variant's: the target "
+        "on inference-component/NAME (copies), the policy on ConcurrentRequestsPerCopy and the "
+        "component's QUEUE_MAX_DEPTH. Default: none.",
+    )
     add_to_argparse(parser, specs_named("--model", "--artifacts-dir"))
     add_option(
         parser,
@@ -40,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
     options = RunOptions.from_namespace(vars(args))
     plan = plan_for(options, required=True)
     assert plan is not None
-    checks = run_validate(AwsClients(), endpoint_for(options), plan)
+    checks = run_validate(
+        AwsClients(), endpoint_for(options), plan, component=options.inference_component
+    )
     for check in checks:
         print(check.line())
     failed = [c for c in checks if not c.ok]

@@ -1,0 +1,143 @@
+"""The README's main job for real: the local container (untrained Kokoro-82M) measured end to end.
+
+These start `tts-serve` with the real model on this machine, so they are the slowest tests here;
+each command is the one a user types.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SHORT = [
+    "--ladder",
+    "1,2",
+    "--hold-s",
+    "10",
+    "--measure-s",
+    "6",
+    "--gap-s",
+    "0",
+    "--slo-ms",
+    "60000",
+]
+
+
+def run(command: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def qmax_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """`pytest -m qmax` on the local default with a short ladder, as the quickstart runs it."""
+    out = tmp_path_factory.mktemp("qmax")
+    report = out / "report.html"
+    result = run(
+        [
+            str(BIN / "pytest"),
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "qmax",
+            *SHORT,
+            "--artifacts-dir",
+            str(out),
+            "--html",
+            str(report),
+            "--self-contained-html",
+        ]
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    [artifact] = out.glob("qmax-kokoro-82m-response-stream-local-*.json")
+    return artifact, report
+
+
+def test_local_qmax_writes_the_artifact_and_a_report_with_a_picture(
+    qmax_run: tuple[Path, Path],
+) -> None:
+    artifact_path, report = qmax_run
+    artifact = json.loads(artifact_path.read_text())
+    assert artifact["complete"] is True
+    assert artifact["endpoint"] == "local"
+    assert artifact["deployed_config"]["instance_type"] == "local"
+    # At a 60 s SLO both rungs pass on an idle machine; a busy one can leave N=2 with nothing
+    # completed in its 6 s window (unusable), which still brackets Q_max at 1.
+    assert artifact["q_max"] in (1, 2)
+    rungs = {r["concurrency"]: r for r in artifact["rungs"]}
+    assert set(rungs) == {1, 2}
+    one = rungs[1]
+    assert one["completed"] > 0
+    assert one["ttfab_ms"]["p95"] > 0
+    assert one["audio_s"]["mean"] > 0.3  # real audio came back, not an empty stream
+    html = report.read_text()
+    assert "data:image/png;base64" in html
+    assert "untrained Kokoro-82M" in html
+
+
+def test_local_ttotal_times_one_more_container(qmax_run: tuple[Path, Path], tmp_path: Path) -> None:
+    artifact_path, _ = qmax_run
+    result = run(
+        [
+            str(BIN / "tts-bench"),
+            "ttotal",
+            "--qmax",
+            str(artifact_path),
+            "--hold-s",
+            "8",
+            "--measure-s",
+            "6",
+            "--artifacts-dir",
+            str(tmp_path),
+        ]
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    [path] = tmp_path.glob("ttotal-kokoro-82m-forced-local-*.json")
+    ttotal = json.loads(path.read_text())
+    assert ttotal["transport"] == "response-stream"
+    stages = [s["stage"] for s in ttotal["stages"]]
+    for required in ("desired_set", "framework_init", "weights_ready", "ready", "in_service"):
+        assert required in stages, stages
+    order = [stages.index(s) for s in ("desired_set", "framework_init", "weights_ready", "ready")]
+    assert order == sorted(order)
+    assert ttotal["out_of_order_stages"] == []
+    elapsed = {s["stage"]: s["elapsed_s"] for s in ttotal["stages"]}
+    assert 0 < elapsed["weights_ready"] <= elapsed["ready"] <= elapsed["in_service"] + 1.0
+    assert ttotal["t_total_s"] == pytest.approx(ttotal["t_measured_s"] + 60.0)
+    assert ttotal["probe"]["concurrency"] == 2
+
+
+def test_local_bidi_session_is_measured(tmp_path: Path) -> None:
+    result = run(
+        [
+            str(BIN / "tts-bench"),
+            "qmax",
+            "--transport",
+            "bidi",
+            "--ladder",
+            "1",
+            "--hold-s",
+            "8",
+            "--measure-s",
+            "5",
+            "--slo-ms",
+            "60000",
+            "--artifacts-dir",
+            str(tmp_path),
+        ]
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    [path] = tmp_path.glob("qmax-kokoro-82m-bidi-local-*.json")
+    rung = json.loads(path.read_text())["rungs"][0]
+    assert rung["completed"] > 0
+    assert rung["failed"] == 0
+    assert rung["ttfab_ms"]["p95"] < rung["latency_ms"]["p95"] + 1e-6
