@@ -32,6 +32,7 @@ from pytest_tts_scaling.timeline import (
     DEFAULT_POLICY_LAG_S,
     STAGE_ORDER,
     Event,
+    Timeline,
     assemble,
     iso,
     probe_rung,
@@ -108,27 +109,12 @@ def measure_local_ttotal(
     events, recovered = asyncio.run(
         _probe_and_scale(endpoint, settings, workload, concurrency, threshold, spawn, progress)
     )
-    timeline = assemble(events, expected=LOCAL_STAGES)
-    lag = float(DEFAULT_POLICY_LAG_S)
-    artifact = TtotalArtifact(
-        model=qmax.model,
-        slug=endpoint.slug,
-        transport=qmax.transport,
-        trigger=TRIGGER,
-        t_measured_s=round(timeline.t_measured_s, 3),
-        policy_lag_bound_s=lag,
-        t_total_s=round(timeline.t_measured_s + lag, 3),
-        bounded=True,
-        stages=timeline.stages,
-        provenance=Provenance(
-            origin=f"{endpoint.kind}:{endpoint.name}",
-            run_id=uuid.uuid4().hex,
-            measured_at=iso(_now()),
-            tool_version=__version__,
-            git_commit=git_commit(),
-        ),
-        dominant_stage=timeline.dominant_stage,
-        policy_lag_source=(
+    return ttotal_artifact(
+        endpoint,
+        qmax,
+        assemble(events, expected=LOCAL_STAGES),
+        lag_s=float(DEFAULT_POLICY_LAG_S),
+        lag_source=(
             "assumed, no deployed policy to read: 10 s period x 3 evaluation periods + 30 s "
             "scale-out cooldown"
         ),
@@ -139,11 +125,45 @@ def measure_local_ttotal(
             "recovery_window_s": window_s,
             "recovered": recovered,
         },
+        measured_at=_now(),
+    )
+
+
+def ttotal_artifact(
+    endpoint: Endpoint,
+    qmax: QmaxArtifact,
+    timeline: Timeline,
+    *,
+    lag_s: float,
+    lag_source: str,
+    probe: dict[str, object],
+    measured_at: datetime,
+) -> TtotalArtifact:
+    """The ttotal artifact of a forced scale-out: T_total = measured span + the policy lag bound."""
+    return TtotalArtifact(
+        model=qmax.model,
+        slug=endpoint.slug,
+        transport=qmax.transport,
+        trigger=TRIGGER,
+        t_measured_s=round(timeline.t_measured_s, 3),
+        policy_lag_bound_s=lag_s,
+        t_total_s=round(timeline.t_measured_s + lag_s, 3),
+        bounded=True,
+        stages=timeline.stages,
+        provenance=Provenance(
+            origin=f"{endpoint.kind}:{endpoint.name}",
+            run_id=uuid.uuid4().hex,
+            measured_at=iso(measured_at),
+            tool_version=__version__,
+            git_commit=git_commit(),
+        ),
+        dominant_stage=timeline.dominant_stage,
+        policy_lag_source=lag_source,
+        probe=probe,
         missing_stages=timeline.missing,
         out_of_order_stages=timeline.out_of_order,
         qmax_run_id=qmax.provenance.run_id,
     )
-    return artifact
 
 
 async def _probe_and_scale(

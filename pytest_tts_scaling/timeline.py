@@ -19,15 +19,19 @@ from pytest_tts_scaling.schema import QmaxArtifact, Stage
 
 # The order stages happen in. Not every endpoint has every stage (a local process has no EC2
 # instance to log), but those present must follow this order.
-STAGE_ORDER: tuple[str, ...] = (
-    "load_applied",
-    "desired_set",
-    "instance_logging",
+# The container's own startup markers (its log lines), in the order it writes them.
+CONTAINER_MARKERS: tuple[str, ...] = (
     "container_started",
     "framework_init",
     "weights_ready",
     "warmup_done",
     "ready",
+)
+STAGE_ORDER: tuple[str, ...] = (
+    "load_applied",
+    "desired_set",
+    "instance_logging",
+    *CONTAINER_MARKERS,
     "in_service",
     "first_request_served",
     "traffic_recovered",

@@ -32,13 +32,11 @@ import asyncio
 import contextlib
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pytest_tts_scaling import __version__
 from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import Clock, WaitTimeout, aws_errors, error_code
 from pytest_tts_scaling.aws.fingerprint import describe_endpoint
@@ -46,12 +44,12 @@ from pytest_tts_scaling.aws.freeze import Capacity, Terminated, signals_held
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.loadgen import DRAIN_S, ClosedLoop, MakeRequest
 from pytest_tts_scaling.records import RequestRecord
-from pytest_tts_scaling.schema import Provenance, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.timeline import (
+    CONTAINER_MARKERS,
     DEFAULT_POLICY_LAG_S,
     Event,
     assemble,
-    iso,
     probe_rung,
     recovered_at_ns,
     recovery_threshold_ms,
@@ -66,8 +64,6 @@ if TYPE_CHECKING:
 
 Log = Callable[[str], None]
 
-TRIGGER = "forced"
-CONTAINER_MARKERS = ("container_started", "framework_init", "weights_ready", "warmup_done", "ready")
 SAGEMAKER_STAGES = (
     "load_applied",
     "desired_set",
@@ -712,8 +708,7 @@ def measure_sagemaker_ttotal(
     every wait of the scale-out: provisioning, log delivery and taking the instance back.
     """
     from pytest_tts_scaling.aws.endpoint import SageMakerEndpoint
-    from pytest_tts_scaling.ladder import git_commit
-    from pytest_tts_scaling.scaletimer import check_comparable
+    from pytest_tts_scaling.scaletimer import check_comparable, ttotal_artifact
     from pytest_tts_scaling.workload import workload_for
 
     if not isinstance(endpoint, SageMakerEndpoint):
@@ -757,27 +752,13 @@ def measure_sagemaker_ttotal(
     )
     with endpoint.frozen():
         run.run()
-    timeline = assemble(run.events, expected=SAGEMAKER_STAGES)
     records = probe.records()
-    artifact = TtotalArtifact(
-        model=qmax.model,
-        slug=endpoint.slug,
-        transport=qmax.transport,
-        trigger=TRIGGER,
-        t_measured_s=round(timeline.t_measured_s, 3),
-        policy_lag_bound_s=lag,
-        t_total_s=round(timeline.t_measured_s + lag, 3),
-        bounded=True,
-        stages=timeline.stages,
-        provenance=Provenance(
-            origin=f"{endpoint.kind}:{endpoint.name}",
-            run_id=uuid.uuid4().hex,
-            measured_at=iso(clock.now()),
-            tool_version=__version__,
-            git_commit=git_commit(),
-        ),
-        dominant_stage=timeline.dominant_stage,
-        policy_lag_source=lag_source,
+    artifact = ttotal_artifact(
+        endpoint,
+        qmax,
+        assemble(run.events, expected=SAGEMAKER_STAGES),
+        lag_s=lag,
+        lag_source=lag_source,
         probe={
             "concurrency": concurrency,
             "post_scale_concurrency": post_scale,
@@ -787,9 +768,7 @@ def measure_sagemaker_ttotal(
             "requests": len(records),
             "ok": sum(1 for r in records if r.status == "ok"),
         },
-        missing_stages=timeline.missing,
-        out_of_order_stages=timeline.out_of_order,
-        qmax_run_id=qmax.provenance.run_id,
+        measured_at=clock.now(),
     )
     # Beyond the contract's fields: what was scaled, and where its log was read.
     return artifact.model_copy(
