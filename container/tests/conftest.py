@@ -1,0 +1,46 @@
+"""Fixtures for the container's tests."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from container_fakes import FakeEngine
+from starlette.applications import Starlette
+from tts_container.app import create_app
+from tts_container.metrics import MetricsLog
+from tts_container.settings import Settings
+
+AppFactory = Callable[..., tuple[Starlette, FakeEngine, io.StringIO]]
+
+
+@pytest.fixture
+def make_app(tmp_path: Path) -> AppFactory:
+    """``make_app(engine=None, **settings)`` -> (app, engine, metrics lines)."""
+
+    def factory(
+        engine: FakeEngine | None = None, **settings: Any
+    ) -> tuple[Starlette, FakeEngine, io.StringIO]:
+        engine = FakeEngine() if engine is None else engine
+        metrics_out = io.StringIO()
+        app = create_app(
+            Settings(cache_dir=tmp_path / "cache", **settings),
+            engine_factory=lambda _settings: engine,
+            metrics=MetricsLog("test-model", stream=metrics_out),
+        )
+        return app, engine, metrics_out
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def dev_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache directory holding the development model, built once per test session."""
+    from tts_container.dev_model import ensure_dev_model
+
+    cache = tmp_path_factory.mktemp("tts-cache")
+    ensure_dev_model(cache)
+    return cache

@@ -1,0 +1,171 @@
+"""Synthesis engines: the `Engine` protocol and the Kokoro engine on torch.
+
+The server only needs `Engine`; tests give it a small fake with controllable delays.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from tts_container.schema import SynthesisRequest
+from tts_container.segmenter import cut_long, split_segments
+from tts_container.settings import Settings
+
+if TYPE_CHECKING:
+    import torch
+
+    from tts_container.g2p import G2P
+
+log = logging.getLogger(__name__)
+
+KOKORO_REPO_ID = "hexgrad/Kokoro-82M"
+KOKORO_SAMPLE_RATE = 24000
+MAX_PHONEMES = 510  # Kokoro's context is 512 tokens, two of them for the boundary tokens
+MAX_SEGMENT_CHARS = 300
+
+Samples = npt.NDArray[Any]
+
+
+class Engine(Protocol):
+    """What the server needs from a synthesis engine."""
+
+    @property
+    def voices(self) -> Sequence[str]: ...
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    def synthesize_segments(self, request: SynthesisRequest) -> Iterator[Samples]:
+        """Audio per segment (mono float32 in [-1, 1] or int16), lazily: one segment per step."""
+        ...
+
+
+UNTRAINED_BANNER = """
+################################################################################
+##  UNTRAINED WEIGHTS: this server runs the offline development model, an      ##
+##  untrained Kokoro-82M of the real architecture. It makes noise, not speech, ##
+##  at the real model's cost. Give --model-dir (or /opt/ml/model) for speech.  ##
+################################################################################"""
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def pick_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("DEVICE=cuda but torch sees no CUDA device; use DEVICE=auto or cpu")
+    return requested
+
+
+class KokoroEngine:
+    """Kokoro-82M through the ``kokoro`` package's `KModel`, with G2P per segment."""
+
+    sample_rate = KOKORO_SAMPLE_RATE
+
+    def __init__(
+        self,
+        model: Any,
+        voice_packs: dict[str, torch.Tensor],
+        g2p: G2P,
+        *,
+        first_segment_words: int = 6,
+        untrained: bool = False,
+    ) -> None:
+        self._model = model
+        self._voice_packs = voice_packs
+        self._g2p = g2p
+        self._vocab: dict[str, int] = model.vocab
+        self.first_segment_words = first_segment_words
+        self.untrained = untrained
+
+    @property
+    def voices(self) -> Sequence[str]:
+        return tuple(self._voice_packs)
+
+    @property
+    def device(self) -> str:
+        return str(self._model.device)
+
+    @classmethod
+    def load(
+        cls, settings: Settings, on_framework_init: Callable[[], None] | None = None
+    ) -> KokoroEngine:
+        """Import torch and kokoro, find or build the model files, load weights and voices."""
+        import torch
+        from kokoro import KModel
+
+        if on_framework_init is not None:
+            on_framework_init()
+
+        from tts_container.g2p import load_g2p
+        from tts_container.model_files import resolve_model_files
+
+        files = resolve_model_files(settings)
+        if files.untrained:
+            log.warning(UNTRAINED_BANNER)
+        device = pick_device(settings.device)
+        if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+            torch.set_num_threads(max(1, _cpu_count() // settings.inference_workers))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="dropout option adds dropout after all")
+            warnings.filterwarnings("ignore", message=r"`torch.nn.utils.weight_norm` is deprecated")
+            model = KModel(
+                repo_id=KOKORO_REPO_ID, config=str(files.config), model=str(files.weights)
+            )
+        model = model.to(device).eval()
+        voice_packs = {}
+        for name, path in sorted(files.voices.items()):
+            pack = torch.load(path, map_location="cpu", weights_only=True)
+            if tuple(pack.shape) != (MAX_PHONEMES, 1, 256):
+                raise ValueError(
+                    f"voice pack {path} has shape {tuple(pack.shape)}; expected (510, 1, 256)"
+                )
+            voice_packs[name] = pack.to(device)
+        log.info(
+            "model %s on %s (%s weights), voices: %s",
+            files.weights,
+            device,
+            "UNTRAINED" if files.untrained else "trained",
+            ", ".join(voice_packs),
+        )
+        return cls(
+            model,
+            voice_packs,
+            load_g2p(),
+            first_segment_words=settings.first_segment_words,
+            untrained=files.untrained,
+        )
+
+    def phoneme_pieces(self, request: SynthesisRequest) -> Iterator[str]:
+        """Phoneme strings of at most 510 known symbols, the first one short; G2P per segment."""
+        for segment in split_segments(request.source, self.first_segment_words, MAX_SEGMENT_CHARS):
+            phonemes = segment if request.phonemes is not None else self._g2p(segment)
+            known = "".join(symbol for symbol in phonemes if symbol in self._vocab)
+            for piece in cut_long(known, MAX_PHONEMES):
+                if piece.strip():
+                    yield piece
+
+    def synthesize_segments(self, request: SynthesisRequest) -> Iterator[Samples]:
+        import torch
+        from kokoro import KPipeline
+
+        pack = self._voice_packs[request.voice]
+        for piece in self.phoneme_pieces(request):
+            with torch.inference_mode():
+                output = KPipeline.infer(self._model, piece, pack, request.speed)
+            yield output.audio.detach().cpu().numpy().astype(np.float32, copy=False)

@@ -1,0 +1,187 @@
+"""``WS /invocations-bidirectional-stream``: one session, many synthesis requests, one at a time.
+
+Each text or binary frame holds a JSON request like the body of ``POST /invocations``. Per request
+the server sends ``{"type": "synthesis_start", "request_id": ...}``, binary frames of PCM (s16le,
+mono, the engine's rate), then ``{"type": "synthesis_complete", "request_id": ..., "audio_bytes": N,
+"audio_s": ...}``. A bad request, or one over the admission bound, gets
+``{"type": "error", "request_id": ..., "error": CODE, "detail": ...}`` and the session goes on.
+Frames are read while a request is synthesized, so a client that leaves stops its synthesis at the
+next segment; later requests wait their turn. Pings are answered by the server (uvicorn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from starlette.types import Message
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+try:
+    from starlette.websockets import WebSocketDisconnected
+except ImportError:  # older Starlette raises a plain RuntimeError
+    WebSocketDisconnected = RuntimeError  # type: ignore[misc,assignment]
+
+from tts_container.audio import audio_seconds, to_pcm16
+from tts_container.concurrency import SynthesisCancelled, SynthesisFailed, SynthesisJob
+from tts_container.metrics import RequestMetrics
+from tts_container.schema import RequestError, SynthesisRequest, decode_json, parse_request
+from tts_container.state import AppState
+
+WEBSOCKET_PATH = "/invocations-bidirectional-stream"
+TRANSPORT = "websocket"
+# What sending to a client that has gone raises.
+CLIENT_GONE = (WebSocketDisconnect, WebSocketDisconnected)
+
+
+class _Session:
+    def __init__(self, websocket: WebSocket, state: AppState) -> None:
+        self.websocket = websocket
+        self.state = state
+        self.job: SynthesisJob | None = None
+        self.client_gone = False
+
+    async def run(self) -> None:
+        inbox: asyncio.Queue[Message | None] = asyncio.Queue()
+        reader = asyncio.create_task(self._read(inbox))
+        try:
+            while (message := await inbox.get()) is not None:
+                if not await self._handle(message):
+                    break
+        finally:
+            reader.cancel()
+            if self.job is not None:
+                self.job.cancel()
+
+    async def _read(self, inbox: asyncio.Queue[Message | None]) -> None:
+        try:
+            while True:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    self.client_gone = True
+                    if self.job is not None:
+                        self.job.cancel()
+                    return
+                inbox.put_nowait(message)
+        finally:
+            inbox.put_nowait(None)
+
+    async def _send_json(self, frame: dict[str, Any]) -> None:
+        await self.websocket.send_text(json.dumps(frame))
+
+    def _record(self, request_id: str | None, status: str, received: float, **values: Any) -> None:
+        self.state.metrics.record(
+            RequestMetrics(
+                request_id or "",
+                TRANSPORT,
+                status,
+                latency_s=time.perf_counter() - received,
+                **values,
+            )
+        )
+
+    async def _handle(self, message: Message) -> bool:
+        """Serve one request; False once the client is gone."""
+        received = time.perf_counter()
+        try:
+            request = self._parse(message)
+        except RequestError as err:
+            status = "not_ready" if err.code == "not_ready" else "invalid"
+            self._record(err.request_id, status, received, error=err.code)
+            return await self._send_error(err.request_id, err.code, err.detail, err.extra)
+
+        in_flight = self.state.in_flight
+        if not in_flight.try_acquire():
+            extra = in_flight.saturated_body()
+            del extra["error"]
+            self._record(request.request_id, "rejected", received, error="queue_saturated")
+            detail = f"{in_flight.depth} requests in flight, the bound is {in_flight.max_depth}"
+            return await self._send_error(request.request_id, "queue_saturated", detail, extra)
+        try:
+            return await self._synthesize(request, received)
+        finally:
+            in_flight.release()
+
+    def _parse(self, message: Message) -> SynthesisRequest:
+        raw = message.get("text")
+        if raw is None:
+            raw = message.get("bytes") or b""
+        payload = decode_json(raw)
+        engine = self.state.engine
+        if engine is None:
+            raise RequestError(503, "not_ready", f"the model is {self.state.phase}; retry later")
+        try:
+            return parse_request(
+                payload,
+                voices=engine.voices,
+                default_voice=self.state.settings.default_voice,
+                max_text_chars=self.state.settings.max_text_chars,
+                formats=("pcm",),
+            )
+        except RequestError as err:
+            if err.code == "invalid_format":
+                err.detail += " (the WebSocket stream carries raw PCM only)"
+            raise
+
+    async def _send_error(
+        self, request_id: str | None, code: str, detail: str, extra: dict[str, Any] | None = None
+    ) -> bool:
+        frame = {"type": "error", "request_id": request_id, "error": code, "detail": detail}
+        try:
+            await self._send_json({**frame, **(extra or {})})
+        except CLIENT_GONE:
+            return False
+        return not self.client_gone
+
+    async def _synthesize(self, request: SynthesisRequest, received: float) -> bool:
+        engine = self.state.engine
+        executor = self.state.executor
+        assert engine is not None
+        assert executor is not None
+        request_id = request.request_id
+        pcm_bytes = 0
+        job: SynthesisJob | None = None
+        # whatever ends this request (a cancelled task included), one metrics line is written
+        status, error = "disconnected", None
+        try:
+            await self._send_json({"type": "synthesis_start", "request_id": request_id})
+            job = self.job = executor.submit(engine, request)
+            try:
+                async for chunk in job.chunks():
+                    pcm = to_pcm16(chunk)
+                    await self.websocket.send_bytes(pcm)
+                    pcm_bytes += len(pcm)
+            except SynthesisFailed as exc:
+                status, error = "failed", "synthesis_failed"
+                return await self._send_error(request_id, "synthesis_failed", str(exc))
+            except SynthesisCancelled:
+                return False
+            audio_s = audio_seconds(pcm_bytes, engine.sample_rate)
+            await self._send_json(
+                {
+                    "type": "synthesis_complete",
+                    "request_id": request_id,
+                    "audio_bytes": pcm_bytes,
+                    "audio_s": round(audio_s, 6),
+                }
+            )
+            status = "ok"
+            return True
+        except CLIENT_GONE:
+            return False
+        finally:
+            values: dict[str, Any] = {"audio_s": audio_seconds(pcm_bytes, engine.sample_rate)}
+            if job is not None:
+                job.cancel()
+                values["queue_wait_s"] = job.times.queue_wait_s
+                values["first_chunk_s"] = job.times.first_chunk_s
+            self.job = None
+            self._record(request_id, status, received, error=error, **values)
+
+
+async def websocket_session(websocket: WebSocket) -> None:
+    state: AppState = websocket.app.state.tts
+    await websocket.accept()
+    await _Session(websocket, state).run()
