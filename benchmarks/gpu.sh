@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# GPU figures of the serving container, for a machine with an NVIDIA GPU and PyTorch installed
+# (run from the repository root; wheels for the container's other dependencies in .whl/).
+#
+# - Q_max of one container on the GPU with the default Kokoro scenario (14-word utterances) and
+#   its throughput curve, written as a qmax artifact.
+#
+# The model is the untrained development Kokoro-82M (no Hugging Face access): its timings are
+# those of the real architecture. spaCy is not carried to that machine; misaki's English G2P,
+# which needs it, is not used offline anyway (the container picks espeak-ng), so a stand-in
+# module that reports "no spaCy model installed" lets kokoro's imports succeed.
+set -euo pipefail
+out=${OUT:-/tmp/gpu-out}
+mkdir -p "$out" /tmp/site /tmp/stubs/spacy
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --no-build-isolation --upgrade --target /tmp/site ./container .
+cat > /tmp/stubs/spacy/__init__.py <<'PY'
+"""Stand-in for spaCy on a machine without it: no model is installed."""
+from types import SimpleNamespace
+util = SimpleNamespace(is_package=lambda name: False)
+PY
+export PYTHONPATH=/tmp/site:/tmp/stubs PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" | tee -a "$out/gpu.txt"
+timeout 300 tts-bench qmax --scenario kokoro-82m --ladder 1,4,8,16,32,64 --hold-s 16 --measure-s 10 --gap-s 0 \
+  --slo-ms 3000 --artifacts-dir "$out" 2>&1 | tee "$out/qmax.txt"
