@@ -113,7 +113,10 @@ def ladder_png(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
                 artifact.q_max, min(failing), color="tab:green", alpha=0.1, label="Q_max bracket"
             )
     top.set_ylabel("TTFAB p95 (ms)")
-    top.set_title(f"{artifact.model} over {artifact.transport} on {artifact.slug}")
+    title = f"{artifact.model} over {artifact.transport} on {artifact.slug}"
+    if artifact.endpoint == "local":
+        title += "\n(untrained development model of the real architecture)"
+    top.set_title(title)
     top.legend(loc="upper left", fontsize="small")
     top.grid(alpha=0.3)
     bottom.bar(
