@@ -187,6 +187,32 @@ def test_min_qmax_gate_fails_naming_both_numbers(
             str(pytester.path / "out"),
             "--min-qmax",
             "5",
+            "-rs",
         )
-    result.assert_outcomes(passed=1, failed=2, skipped=1)  # skipped: the --baseline gate
-    result.stdout.fnmatch_lines(["*only a lower bound*", "*Q_max 2 is below --min-qmax 5*"])
+    # skipped: the --baseline gate, and the bracket (the given ladder's top rung passed)
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*Q_max 2 is below --min-qmax 5*"])
+    result.stdout.fnmatch_lines(["*SKIPPED*lower bound of the given ladder*extend --ladder*"])
+
+
+def test_default_ladder_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenario: Path) -> None:
+    """Every rung of the default ladder passing means Q_max was not found: the gate fails."""
+    with SerialStreamServer(service_s=0.002, first_audio_s=0.001, slots=64) as server:
+        result = pytester.runpytest(
+            *NO_CACHE,
+            "-m",
+            "qmax",
+            "--endpoint-url",
+            server.base_url,
+            "--hold-s",
+            "1",
+            "--measure-s",
+            "0.8",
+            "--gap-s",
+            "0",
+            "--artifacts-dir",
+            str(pytester.path / "out"),
+            "-rs",
+        )
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*Q_max 60 is only a lower bound*extend --ladder beyond 60*"])
