@@ -197,7 +197,7 @@ def test_min_qmax_gate_fails_naming_both_numbers(
 
 def test_default_ladder_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenario: Path) -> None:
     """Every rung of the default ladder passing means Q_max was not found: the gate fails."""
-    with SerialStreamServer(service_s=0.002, first_audio_s=0.001, slots=64) as server:
+    with SerialStreamServer(service_s=0.05, first_audio_s=0.01, slots=64) as server:
         result = pytester.runpytest(
             *NO_CACHE,
             "-m",
