@@ -124,16 +124,20 @@ class LocalServer:
         )
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        """SIGTERM (as on scale-in), SIGKILL after a grace period; then close the output pipe."""
+        if self.process is None:
             return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=STOP_TIMEOUT_S)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=STOP_TIMEOUT_S)
         if self._reader is not None:
             self._reader.join(timeout=5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def __enter__(self) -> LocalServer:
         self.log(
