@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_tts_scaling import __version__
@@ -24,6 +23,7 @@ from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.records import RequestRecord, RequestSpec
 from pytest_tts_scaling.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.stats import time_weighted_in_flight
+from pytest_tts_scaling.timeline import from_epoch_ns, iso
 from pytest_tts_scaling.verdicts import (
     RungInputs,
     judge,
@@ -61,8 +61,8 @@ class LadderResult:
         return lines
 
 
-def iso(epoch_ns: int) -> str:
-    return datetime.fromtimestamp(epoch_ns / 1e9, tz=UTC).isoformat().replace("+00:00", "Z")
+def iso_ns(epoch_ns: int) -> str:
+    return iso(from_epoch_ns(epoch_ns))
 
 
 def describe_schedule(settings: ResolvedOptions) -> list[str]:
@@ -133,7 +133,7 @@ def run_ladder(
     provenance = Provenance(
         origin=f"{endpoint.kind}:{endpoint.name}",
         run_id=uuid.uuid4().hex,
-        measured_at=iso(time.time_ns()),
+        measured_at=iso_ns(time.time_ns()),
         tool_version=__version__,
         git_commit=git_commit(),
     )
@@ -268,8 +268,8 @@ def _measure_rung(
             concurrency_max=peak,
             instance_count_changed=before != after,
             instance_count=after,
-            window_start=iso(result.window_start_ns + result.epoch_offset_ns),
-            window_end=iso(result.window_end_ns + result.epoch_offset_ns),
+            window_start=iso_ns(result.window_start_ns + result.epoch_offset_ns),
+            window_end=iso_ns(result.window_end_ns + result.epoch_offset_ns),
         ),
         settings.slo_ms,
     )

@@ -34,6 +34,7 @@ from pytest_tts_scaling.timeline import (
     Event,
     Timeline,
     assemble,
+    from_epoch_ns,
     iso,
     probe_rung,
     recovered_at_ns,
@@ -237,7 +238,7 @@ async def _probe_and_scale(
         events.append(
             Event(
                 "first_request_served",
-                _epoch(first.end_ns + loop.epoch_offset_ns),
+                from_epoch_ns(first.end_ns + loop.epoch_offset_ns),
                 "probe: first request answered by the new instance",
             )
         )
@@ -255,17 +256,13 @@ async def _probe_and_scale(
         events.append(
             Event(
                 "traffic_recovered",
-                _epoch(at_ns + loop.epoch_offset_ns),
+                from_epoch_ns(at_ns + loop.epoch_offset_ns),
                 f"probe p95 TTFAB over {settings.measure_s:g} s <= {threshold_ms:.0f} ms",
             )
         )
     if server is not None:
         events += marker_events(server.lines)
     return events, recovered
-
-
-def _epoch(epoch_ns: int) -> datetime:
-    return datetime.fromtimestamp(epoch_ns / 1e9, tz=UTC)
 
 
 def run_ttotal(

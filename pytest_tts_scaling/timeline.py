@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -58,6 +58,10 @@ class Timeline:
     dominant_stage: str | None
     missing: list[str]
     out_of_order: list[str]
+
+
+def from_epoch_ns(epoch_ns: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ns / 1e9, tz=UTC)
 
 
 def iso(at: datetime) -> str:

@@ -3,11 +3,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from factories import make_rung
 
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.records import RequestRecord
-from pytest_tts_scaling.schema import DeployedConfig, Provenance, QmaxArtifact, Rung
-from pytest_tts_scaling.stats import summarize
+from pytest_tts_scaling.schema import DeployedConfig, Provenance, QmaxArtifact
 from pytest_tts_scaling.timeline import (
     Event,
     assemble,
@@ -79,22 +79,6 @@ def test_duplicates_keep_the_earliest_and_bad_input_is_refused() -> None:
 
 
 def qmax(rungs: dict[int, float], q_max: int | None) -> QmaxArtifact:
-    def rung(c: int, p95: float) -> Rung:
-        s = summarize([p95])
-        return Rung(
-            concurrency=c,
-            usable=True,
-            unusable_reason=None,
-            meets_slo=True,
-            completed=1,
-            rejected=0,
-            measure_s=1,
-            throughput_rps=1,
-            concurrency_mean=c,
-            ttfab_ms=s,
-            latency_ms=s,
-        )
-
     return QmaxArtifact(
         model="m",
         endpoint="e",
@@ -109,7 +93,7 @@ def qmax(rungs: dict[int, float], q_max: int | None) -> QmaxArtifact:
         ttfab_p95_at_c1_ms=None,
         frozen=True,
         unbounded_queue=True,
-        rungs=[rung(c, p) for c, p in rungs.items()],
+        rungs=[make_rung(c, ttfab_p95_ms=p) for c, p in rungs.items()],
         provenance=Provenance(origin="o", run_id="r", measured_at="t", tool_version="v"),
     )
 

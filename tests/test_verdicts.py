@@ -3,10 +3,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from factories import make_rung
 
 from pytest_tts_scaling.records import RequestRecord
 from pytest_tts_scaling.schema import Rung
-from pytest_tts_scaling.stats import summarize
 from pytest_tts_scaling.verdicts import (
     RungInputs,
     judge,
@@ -94,20 +94,7 @@ def test_one_percent_rejections_is_still_usable() -> None:
 
 
 def rung(c: int, passes: bool) -> Rung:
-    s = summarize([1.0])
-    return Rung(
-        concurrency=c,
-        usable=True,
-        unusable_reason=None,
-        meets_slo=passes,
-        completed=1,
-        rejected=0,
-        measure_s=1,
-        throughput_rps=1,
-        concurrency_mean=c,
-        ttfab_ms=s,
-        latency_ms=s,
-    )
+    return make_rung(c, meets_slo=passes)
 
 
 def test_select_qmax() -> None:
