@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -17,10 +18,15 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write through a temp file in the same directory and rename it, so readers never see half."""
+    """Write through a temp file in the same directory and rename it, so readers never see half.
+
+    The temp file is created 0600; it gets the mode any new file would get (0666 less the umask),
+    so an artifact is as readable as its siblings.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -29,6 +35,14 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@functools.cache
+def current_umask() -> int:
+    """The process umask, read once (reading it means setting it; it is put straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def dump_json(model: BaseModel) -> str:

@@ -101,3 +101,11 @@ def test_load_names_the_bad_field(tmp_path: Path) -> None:
         load(path, QmaxArtifact)
     with pytest.raises(ArtifactError, match="expected 'tts-scaling/ttotal/1'"):
         load(path, TtotalArtifact)
+
+
+def test_artifacts_get_the_mode_of_any_new_file(tmp_path: Path) -> None:
+    sibling = tmp_path / "sibling.txt"
+    sibling.write_text("x")
+    target = tmp_path / "artifact.json"
+    write_atomic(target, "{}")
+    assert target.stat().st_mode & 0o777 == sibling.stat().st_mode & 0o777
