@@ -10,10 +10,12 @@ import abc
 import contextlib
 import hashlib
 import importlib.util
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from pytest_tts_scaling.schema import DeployedConfig, Rung
+from pytest_tts_scaling.host import CoreSplit, cpu_model, gpu_name, hardware_label, load_average
+from pytest_tts_scaling.schema import DeployedConfig, Host, Rung
 from pytest_tts_scaling.transports import Transport
 
 
@@ -42,6 +44,10 @@ class Endpoint(abc.ABC):
         """After the ladder, attach server-side views of each rung (SageMaker: CloudWatch)."""
         return rungs
 
+    def host(self) -> Host | None:
+        """The machine the endpoint runs on, where it is this one (a local endpoint)."""
+        return None
+
     @property
     def frozen_capacity(self) -> bool:
         """Whether :meth:`frozen` really pins capacity; a local or URL endpoint has none to pin."""
@@ -58,6 +64,8 @@ class UrlEndpoint(Endpoint):
     """Any endpoint speaking the container's HTTP contract at a base URL."""
 
     kind = "url"
+    # Where the served model's files are, when this machine knows (a local endpoint).
+    model_dir: Path | None = None
 
     def __init__(self, base_url: str, *, deployed: DeployedConfig | None = None, slug: str = ""):
         self.base_url = base_url.rstrip("/")
@@ -82,7 +90,14 @@ class LocalEndpoint(UrlEndpoint):
 
     kind = "local"
 
-    def __init__(self, base_url: str, *, model_dir: Path | None, container_env: dict[str, str]):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model_dir: Path | None,
+        container_env: dict[str, str],
+        cores: CoreSplit | None = None,
+    ):
         digest = local_fingerprint(model_dir)
         super().__init__(
             base_url,
@@ -92,15 +107,30 @@ class LocalEndpoint(UrlEndpoint):
             slug=f"local-{digest[:8]}",
         )
         self.name = "local"
+        self.model_dir = model_dir
+        self.cores = cores
+
+    def host(self) -> Host:
+        cores = self.cores
+        return Host(
+            cpu_model=cpu_model(),
+            cpu_count=os.cpu_count() or 1,
+            gpu=gpu_name(),
+            load_avg_1m=load_average(),
+            server_cores=list(cores.server) if cores else [],
+            client_cores=list(cores.client) if cores else [],
+            cores_shared=cores.shared if cores else True,
+        )
 
 
 def local_fingerprint(model_dir: Path | None) -> str:
-    """sha256 over the server's code and the model files, so a changed model changes the slug.
+    """sha256 over the hardware, the server's code and the model files (SPEC §5 local slug).
 
-    The development model is built deterministically from the server's code, so without a
-    model directory the code alone identifies it.
+    A changed model or another machine changes the slug, so a 2-core CPU run and a GPU run never
+    compare silently. The development model is built deterministically from the server's code,
+    so without a model directory the code alone identifies it.
     """
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(hardware_label().encode())
     spec = importlib.util.find_spec("tts_container")
     roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     files = sorted(

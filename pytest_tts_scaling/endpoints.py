@@ -24,5 +24,11 @@ def open_endpoint(options: RunOptions, *, log: Callable[[str], None]) -> Iterato
         return
     from pytest_tts_scaling.local import LocalServer
 
-    with LocalServer(log=log) as server:
-        yield LocalEndpoint(server.base_url, model_dir=server.model_dir, container_env=server.env)
+    with LocalServer(log=log, model_dir=options.model_dir) as server:
+        server.cores.pin_client()
+        yield LocalEndpoint(
+            server.base_url,
+            model_dir=server.model_dir,
+            container_env=server.env,
+            cores=server.cores,
+        )

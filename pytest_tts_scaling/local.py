@@ -22,6 +22,7 @@ from types import TracebackType
 import httpx
 
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.host import CoreSplit, usable_cores
 
 # Building the development model the first time takes a while on 2 cores; later starts reuse it.
 READY_TIMEOUT_S = 600.0
@@ -68,10 +69,15 @@ class LocalServer:
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[tuple[float, str]] = []
         self.spawned_at: float | None = None
+        self.cores = CoreSplit.for_cores(usable_cores())
         self._reader: threading.Thread | None = None
 
     def start(self) -> LocalServer:
-        command = [*serve_command(), "--host", "127.0.0.1", "--port", str(self.port)]
+        command = [
+            *self.cores.server_prefix(),
+            *serve_command(),
+            *("--host", "127.0.0.1", "--port", str(self.port)),
+        ]
         if self.model_dir is not None:
             command += ["--model-dir", str(self.model_dir)]
         self.spawned_at = time.time()

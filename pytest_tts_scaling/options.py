@@ -111,6 +111,13 @@ def endpoint_url(value: str) -> str:
     return value.rstrip("/")
 
 
+def model_dir(value: str) -> Path:
+    path = Path(value)
+    if not path.is_dir():
+        raise _fail(value, "a directory holding Kokoro's config.json, *.pth and voices/*.pt")
+    return path
+
+
 def endpoint_name(value: str) -> str:
     # SageMaker endpoint names: 1-63 of [a-zA-Z0-9-], not starting or ending with '-'.
     if not (
@@ -165,6 +172,15 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         endpoint_url,
         None,
         "URL",
+    ),
+    OptionSpec(
+        "--model-dir",
+        "tts_model_dir",
+        "Kokoro files for the local default endpoint (config.json, one *.pth, voices/*.pt), "
+        "e.g. a download of hexgrad/Kokoro-82M. Default: none (the untrained development model).",
+        model_dir,
+        None,
+        "DIR",
     ),
     OptionSpec(
         "--scenario",
@@ -368,6 +384,7 @@ class RunOptions:
 
     endpoint: str | None = None
     endpoint_url: str | None = None
+    model_dir: Path | None = None
     scenario: str | None = None
     inference_component: str | None = None
     model: str = DEFAULT_MODEL

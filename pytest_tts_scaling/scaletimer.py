@@ -101,7 +101,13 @@ def measure_local_ttotal(
     concurrency, post_scale = probe_rung(qmax)
     threshold = recovery_threshold_ms(qmax, post_scale)
     window_s = settings.measure_s
-    spawn = spawn or (lambda: LocalServer(log=progress, env=endpoint.deployed.container_env))
+    spawn = spawn or (
+        lambda: LocalServer(
+            log=progress,
+            env=endpoint.deployed.container_env,
+            model_dir=endpoint.model_dir,
+        )
+    )
     progress(
         f"ttotal: probe N={concurrency} over {qmax.transport}; after scale-out each instance sees "
         f"{post_scale}; recovered when p95 TTFAB over {window_s:g} s <= {threshold:.0f} ms "

@@ -51,6 +51,18 @@ class DeployedConfig(_Model):
     container_env: dict[str, str] = Field(default_factory=dict)
 
 
+class Host(_Model):
+    """The machine a local run measured on: the server and the client share it."""
+
+    cpu_model: str
+    cpu_count: int = Field(ge=1)
+    gpu: str | None = None
+    load_avg_1m: float | None = None
+    server_cores: list[int] = Field(default_factory=list)
+    client_cores: list[int] = Field(default_factory=list)
+    cores_shared: bool = True
+
+
 class Provenance(_Model):
     origin: str
     run_id: str
@@ -91,6 +103,7 @@ class Rung(_Model):
     window_end: str | None = None
     cw_max: float | None = None
     instance_count: int | None = None
+    load_avg_1m: float | None = None
 
 
 class QmaxArtifact(_Model):
@@ -116,6 +129,7 @@ class QmaxArtifact(_Model):
     inputs_file: str | None = None
     settings: dict[str, object] = Field(default_factory=dict)
     runs_q_max: list[int | None] = Field(default_factory=list)
+    host: Host | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

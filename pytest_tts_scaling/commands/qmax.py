@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 FLAGS = (
     "--endpoint",
+    "--model-dir",
     "--endpoint-url",
     "--scenario",
     "--inference-component",

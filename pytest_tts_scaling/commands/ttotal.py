@@ -10,6 +10,7 @@ from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
 
 FLAGS = (
     "--endpoint",
+    "--model-dir",
     "--scenario",
     "--model",
     "--transport",

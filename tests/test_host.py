@@ -1,0 +1,61 @@
+"""Host facts: the hardware in the local slug, the core split, and --model-dir."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from pytest_tts_scaling import endpoint, host
+from pytest_tts_scaling.host import CoreSplit
+from pytest_tts_scaling.options import model_dir
+
+
+def test_too_few_cores_are_shared() -> None:
+    split = CoreSplit.for_cores([0, 1])
+    assert split.shared
+    assert split.server_prefix() == []
+
+
+def test_enough_cores_are_split_between_server_and_client() -> None:
+    split = CoreSplit.for_cores([0, 1, 2, 3, 4])
+    assert split.server == (0, 1, 2)
+    assert split.client == (3, 4)
+    assert not split.shared
+
+
+def test_split_server_starts_under_taskset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert CoreSplit.for_cores([0, 1, 2, 3]).server_prefix() == ["/usr/bin/taskset", "-c", "0,1"]
+
+
+def test_another_machine_gets_another_local_slug(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(endpoint, "hardware_label", lambda: "cpu:Some CPU x2")
+    cpu = endpoint.local_fingerprint(None)
+    monkeypatch.setattr(endpoint, "hardware_label", lambda: "gpu:NVIDIA H200")
+    gpu = endpoint.local_fingerprint(None)
+    assert cpu != gpu
+
+
+def test_hardware_label_names_cpu_and_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host, "gpu_name", lambda: None)
+    monkeypatch.setattr(host, "cpu_model", lambda: "Test CPU")
+    monkeypatch.setattr(host, "usable_cores", lambda: [0, 1])
+    assert host.hardware_label() == "cpu:Test CPU x2"
+
+
+def test_local_endpoint_records_the_host() -> None:
+    local = endpoint.LocalEndpoint(
+        "http://127.0.0.1:1", model_dir=None, container_env={}, cores=CoreSplit.for_cores([0, 1])
+    )
+    facts = local.host()
+    assert facts.cpu_count >= 1
+    assert facts.cores_shared
+    assert facts.server_cores == [0, 1]
+
+
+def test_model_dir_must_be_a_directory(tmp_path: Path) -> None:
+    assert model_dir(str(tmp_path)) == tmp_path
+    with pytest.raises(argparse.ArgumentTypeError, match=r"expected a directory holding"):
+        model_dir(str(tmp_path / "missing"))
