@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,6 +85,29 @@ def load(path: Path | str, model: type[M]) -> M:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ArtifactError(f"{path}: {first_error(exc)}") from None
+
+
+def keep_previous(paths: list[Path]) -> list[tuple[Path, Path]]:
+    """Move earlier outputs at these paths aside, so a new run never silently replaces them.
+
+    Each existing file gets its modification time (UTC) before the suffix:
+    `qmax-….json` → `qmax-….20261201T093600Z.json`. Returns the (old, kept-as) pairs so the
+    caller can say what it moved.
+    """
+    moved: list[tuple[Path, Path]] = []
+    for path in paths:
+        if not path.exists():
+            continue
+        stamp = datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y%m%dT%H%M%SZ")
+        name, dot, suffix = path.name.partition(".")
+        kept = path.with_name(f"{name}.{stamp}{dot}{suffix}")
+        counter = 1
+        while kept.exists():
+            kept = path.with_name(f"{name}.{stamp}-{counter}{dot}{suffix}")
+            counter += 1
+        path.rename(kept)
+        moved.append((path, kept))
+    return moved
 
 
 def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

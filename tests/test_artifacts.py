@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling.artifacts import dump_json, load, save, write_atomic
+from pytest_tts_scaling.artifacts import dump_json, keep_previous, load, save, write_atomic
 from pytest_tts_scaling.errors import ArtifactError
 from pytest_tts_scaling.schema import (
     DeployedConfig,
@@ -109,3 +109,20 @@ def test_artifacts_get_the_mode_of_any_new_file(tmp_path: Path) -> None:
     target = tmp_path / "artifact.json"
     write_atomic(target, "{}")
     assert target.stat().st_mode & 0o777 == sibling.stat().st_mode & 0o777
+
+
+def test_keep_previous_moves_earlier_outputs_aside(tmp_path: Path) -> None:
+    artifact = tmp_path / "qmax-m-t-s.json"
+    records = tmp_path / "qmax-m-t-s.requests.jsonl"
+    artifact.write_text("first")
+    records.write_text("rows")
+    moved = keep_previous([artifact, records, tmp_path / "absent.json"])
+    assert [old for old, _ in moved] == [artifact, records]
+    kept_artifact, kept_records = (kept for _, kept in moved)
+    assert kept_artifact.read_text() == "first"
+    assert kept_records.name.endswith("Z.requests.jsonl")
+    assert not artifact.exists()
+    artifact.write_text("second")
+    again = keep_previous([artifact])
+    assert again[0][1] != kept_artifact
+    assert again[0][1].read_text() == "second"
