@@ -1,0 +1,54 @@
+"""The deploy policy the README points to covers the roles CDK's default synthesizer assumes."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+
+from aws_cdk import DefaultStackSynthesizer
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "infra" / "iam" / "deployer-policy.json"
+
+
+def concrete(template: str, region: str = "eu-west-1", account: str = "123456789012") -> str:
+    """A synthesizer ARN template with its placeholders filled, as one account would see it."""
+    return (
+        template.replace("${AWS::Partition}", "aws")
+        .replace("${AWS::AccountId}", account)
+        .replace("${AWS::Region}", region)
+        .replace("${Qualifier}", DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+    )
+
+
+def allowed(action: str, resource: str) -> bool:
+    statements = json.loads(POLICY.read_text())["Statement"]
+    return any(
+        s["Effect"] == "Allow"
+        and s["Action"] == action
+        and any(fnmatch.fnmatchcase(resource, pattern) for pattern in s["Resource"])
+        for s in statements
+    )
+
+
+def test_deployer_can_assume_every_role_cdk_deploy_uses() -> None:
+    for template in (
+        DefaultStackSynthesizer.DEFAULT_DEPLOY_ROLE_ARN,
+        DefaultStackSynthesizer.DEFAULT_FILE_ASSET_PUBLISHING_ROLE_ARN,
+        DefaultStackSynthesizer.DEFAULT_IMAGE_ASSET_PUBLISHING_ROLE_ARN,
+        DefaultStackSynthesizer.DEFAULT_LOOKUP_ROLE_ARN,
+    ):
+        assert allowed("sts:AssumeRole", concrete(template)), template
+
+
+def test_deployer_reads_the_bootstrap_version_and_nothing_else() -> None:
+    parameter = concrete(DefaultStackSynthesizer.DEFAULT_BOOTSTRAP_STACK_VERSION_SSM_PARAMETER)
+    assert allowed("ssm:GetParameter", f"arn:aws:ssm:eu-west-1:123456789012:parameter{parameter}")
+    assert not allowed("sts:AssumeRole", "arn:aws:iam::123456789012:role/Admin")
+    actions = {s["Action"] for s in json.loads(POLICY.read_text())["Statement"]}
+    assert actions == {"sts:AssumeRole", "ssm:GetParameter"}
+
+
+def test_readme_names_the_deployer_policy() -> None:
+    assert "infra/iam/deployer-policy.json" in (ROOT / "README.md").read_text()
