@@ -20,8 +20,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_tts_scaling.errors import ArtifactError
 from speech_infra.naming import FOUNDATION_STACK, MODEL_CACHE_STACK, endpoint_stack_name
+from speech_infra.plan_gate import ScalingDecision, decide_scaling
 from speech_infra.registry import REGISTRY
+from speech_infra.settings import DEFAULT_ARTIFACTS_DIR
 
 DEFAULT_APP_DIR = Path(__file__).resolve().parent.parent
 
@@ -124,6 +127,22 @@ def plan_commands(args: argparse.Namespace, cdk: Sequence[str]) -> list[list[str
     return [[*cdk, args.command, stack, "--exclusively", *extra, *options] for stack in stacks]
 
 
+def scaling_decision(args: argparse.Namespace, app_dir: Path) -> ScalingDecision:
+    """What the synthesis will decide about autoscaling, said before anything is deployed.
+
+    The plan is looked for where app.py looks: the `artifacts_dir` context (relative to the
+    repository root), else `reports/`.
+    """
+    project_root = app_dir.parent
+    given = [item.split("=", 1)[1] for item in args.context if item.startswith("artifacts_dir=")]
+    artifacts_dir = Path(given[-1] if given else DEFAULT_ARTIFACTS_DIR).expanduser()
+    if not artifacts_dir.is_absolute():
+        artifacts_dir = project_root / artifacts_dir
+    return decide_scaling(
+        REGISTRY[args.model], artifacts_dir=artifacts_dir, project_root=project_root
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -135,6 +154,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = plan_commands(args, args.cdk or default_cdk())
 
     print(f"# speech-infra {args.command} {args.model}: {len(commands)} step(s) in {app_dir}")
+    if args.command == "deploy":
+        try:
+            decision = scaling_decision(args, app_dir)
+            fixed = "" if decision.autoscaling else "; the endpoint deploys without autoscaling"
+            print(f"# {decision.message}{fixed}")
+        except ArtifactError as exc:
+            print(f"speech-infra: {exc}", file=sys.stderr)
+            return 2
     for command in commands:
         print(shlex.join(command), flush=True)
         if args.dry_run:
