@@ -19,7 +19,7 @@ from pytest_tts_scaling.options import OPTION_SPECS, RunOptions
 from pytest_tts_scaling.report import ReportExtras
 
 STEP_MARKERS = {
-    "qmax": "Q_max: closed-loop concurrency ladder under a frozen endpoint (SPEC §4).",
+    "qmax": "Q_max: closed-loop concurrency search under a frozen endpoint.",
     "ttotal": "T_total: the scale-out timeline of one more instance.",
     "plan": "plan: thresholds, cooldowns and fleet size from the qmax and ttotal artifacts.",
     "drift": "drift: read-only preflight of the deployed scaling configuration.",
