@@ -63,9 +63,7 @@ def first_error(exc: ValidationError) -> str:
     return f"field '{loc}': {err['msg'].lower()} (got {err.get('input')!r:.60})"
 
 
-def load(path: Path | str, model: type[M]) -> M:
-    """Read an artifact of the given kind, or raise :class:`ArtifactError` in one line."""
-    path = Path(path)
+def _read_object(path: Path) -> dict[str, Any]:
     try:
         raw: Any = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -76,15 +74,39 @@ def load(path: Path | str, model: type[M]) -> M:
         raise ArtifactError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(raw, dict):
         raise ArtifactError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+    return raw
+
+
+def _validate(path: Path, raw: dict[str, Any], model: type[M]) -> M:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ArtifactError(f"{path}: {first_error(exc)}") from None
+
+
+def load(path: Path | str, model: type[M]) -> M:
+    """Read an artifact of the given kind, or raise :class:`ArtifactError` in one line."""
+    path = Path(path)
+    raw = _read_object(path)
     expected = next(k for k, v in ARTIFACT_MODELS.items() if v is model)
     if raw.get("schema") != expected:
         raise ArtifactError(
             f"{path}: field 'schema': expected {expected!r}, got {raw.get('schema')!r}"
         )
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        raise ArtifactError(f"{path}: {first_error(exc)}") from None
+    return _validate(path, raw, model)
+
+
+def load_any(path: Path | str) -> BaseModel:
+    """Read an artifact of any kind, told apart by its schema field."""
+    path = Path(path)
+    raw = _read_object(path)
+    model = ARTIFACT_MODELS.get(str(raw.get("schema")))
+    if model is None:
+        raise ArtifactError(
+            f"{path}: field 'schema': expected one of {', '.join(ARTIFACT_MODELS)}, "
+            f"got {raw.get('schema')!r}"
+        )
+    return _validate(path, raw, model)
 
 
 def keep_previous(paths: list[Path]) -> list[tuple[Path, Path]]:

@@ -235,7 +235,7 @@ def _extras(f: _Facts) -> dict[str, Any]:
     return {
         "instance_type": f.qmax.deployed_config.instance_type,
         "t_total_s": f.ttotal.t_total_s,
-        "knee_concurrency": _knee(f.curve),
+        "knee_concurrency": knee_concurrency(f.curve),
         "surge_simulation": _surge_record(f),
     }
 
@@ -375,7 +375,7 @@ def _min_safe_instances(c_max: Fraction, c_min: Fraction, cap: int) -> int:
     return n
 
 
-def _knee(curve: ServiceCurve) -> float:
+def knee_concurrency(curve: ServiceCurve) -> float:
     """The lowest measured concurrency whose throughput is within 5% of the highest."""
     top = curve.ceiling_rps
     return next(
@@ -680,7 +680,7 @@ def _threshold_units(f: _Facts) -> Finding:
 
 def _knee_finding(f: _Facts) -> Finding:
     curve = f.curve
-    knee = _knee(curve)
+    knee = knee_concurrency(curve)
     top = curve.ceiling_rps
     x_knee = curve.throughput(knee)
     x_max = f.measured_x
