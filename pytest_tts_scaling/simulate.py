@@ -208,6 +208,47 @@ class ScaleEvent:
     metric: float
 
 
+class Autoscaler:
+    """The policy's decisions, one alarm period at a time, in seconds of any clock.
+
+    One definition for the simulation and for the local fleet's emulation of the platform:
+    target tracking fires after ``scale_out_periods`` periods whose Maximum is above the target,
+    sized ``ceil(n * metric / target)`` less what is already provisioning, then waits out its
+    cooldown; the step policy removes one instance after ``scale_in_periods`` periods at or below
+    the scale-in threshold, never while instances provision or within either cooldown.
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.above = 0
+        self.below = 0
+        self.out_cooldown_until = -math.inf
+        self.in_cooldown_until = -math.inf
+
+    def decide(self, end_s: float, metric: float, serving: int, pending: int) -> ScaleEvent | None:
+        """The scaling event at the end of one period whose Maximum was ``metric``, or None."""
+        p = self.policy
+        self.above = self.above + 1 if metric > p.target_concurrency else 0
+        self.below = self.below + 1 if metric <= p.scale_in_concurrency else 0
+        if self.above >= p.scale_out_periods and end_s >= self.out_cooldown_until - 1e-9:
+            wanted = min(p.max_instances, math.ceil(serving * metric / p.target_concurrency - 1e-9))
+            extra = wanted - serving - pending
+            if extra <= 0:
+                return None
+            self.out_cooldown_until = end_s + p.scale_out_cooldown_s
+            return ScaleEvent(end_s, "out", extra, end_s + p.provision_s, metric)
+        if (
+            self.below >= p.scale_in_periods
+            and not pending
+            and serving > p.min_instances
+            and end_s >= self.in_cooldown_until - 1e-9
+            and end_s >= self.out_cooldown_until - 1e-9
+        ):
+            self.in_cooldown_until = end_s + p.scale_in_cooldown_s
+            return ScaleEvent(end_s, "in", 1, end_s, metric)
+        return None
+
+
 @dataclass(frozen=True)
 class SimulationResult:
     """Per-step series (index i covers [time_s[i], time_s[i] + dt_s)) and their totals."""
@@ -348,8 +389,7 @@ def simulate(
     events: list[ScaleEvent] = []
     pending: list[float] = []  # ready times of instances being provisioned
     period_max = 0.0
-    above = below = 0
-    out_cooldown_until = in_cooldown_until = -math.inf
+    scaler = Autoscaler(policy)
 
     for i, rate in enumerate(rates):
         now = i * dt_s
@@ -369,30 +409,15 @@ def simulate(
         if (i + 1) % per_period:
             continue
         # End of an alarm period: the Maximum over it is one datapoint for both alarms.
-        end = now + dt_s
         metric, period_max = period_max, 0.0
-        above = above + 1 if metric > policy.target_concurrency else 0
-        below = below + 1 if metric <= policy.scale_in_concurrency else 0
-        if above >= policy.scale_out_periods and end >= out_cooldown_until - 1e-9:
-            wanted = min(
-                policy.max_instances, math.ceil(n * metric / policy.target_concurrency - 1e-9)
-            )
-            extra = wanted - n - len(pending)
-            if extra > 0:
-                ready_at = end + policy.provision_s
-                pending.extend([ready_at] * extra)
-                events.append(ScaleEvent(end, "out", extra, ready_at, metric))
-                out_cooldown_until = end + policy.scale_out_cooldown_s
-        elif (
-            below >= policy.scale_in_periods
-            and not pending
-            and n > policy.min_instances
-            and end >= in_cooldown_until - 1e-9
-            and end >= out_cooldown_until - 1e-9
-        ):
+        event = scaler.decide(now + dt_s, metric, n, len(pending))
+        if event is None:
+            continue
+        events.append(event)
+        if event.direction == "out":
+            pending.extend([event.ready_at_s] * event.instances)
+        else:
             n -= 1
-            events.append(ScaleEvent(end, "in", 1, end, metric))
-            in_cooldown_until = end + policy.scale_in_cooldown_s
 
     return SimulationResult(
         dt_s=dt_s,
