@@ -1,0 +1,334 @@
+"""A real HTTP/1.1 chunked streaming server whose true Q_max is known.
+
+It serves by a service discipline (`disciplines.py`: K slots, random service times, batching)
+and shows the faults it is given (admission gate, errors, stalls, a WAV header, a slow /ping).
+The body is raw PCM, JSON lines carrying base64 audio (`jsonl`), or one JSON document with an
+embedding (`json`, sent whole at the end, as a non-TTS endpoint would). Response headers go out
+on arrival, before any queueing, so a client that took headers for audio would be caught. It
+records when it wrote each request's first audio byte, so the client's TTFAB error can be
+measured, and its own in-flight count (queued + executing), so the client's can be checked.
+
+With a closed loop of N workers and one slot, a request waits for the N − 1 ahead of it, so
+TTFAB = (N − 1)·service_s + first_audio_s and Q_max = floor((SLO − first_audio_s)/service_s) + 1;
+`truth.py` has the other disciplines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import contextlib
+import heapq
+import json
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Faults, Slots
+from pytest_tts_scaling.calibration.truth import serial_qmax
+from pytest_tts_scaling.stats import time_weighted_in_flight
+
+PCM_BYTES_PER_S = 48000  # 24 kHz, 16-bit mono, as the real container sends
+SAMPLE_RATE = 24000
+
+
+def wav_header_with_list_chunk() -> bytes:
+    """A streaming WAV header (unknown sizes) with a LIST chunk between `fmt ` and `data`.
+
+    Longer than the 44 bytes a client might assume, so only a client that reads the chunk
+    layout finds where the audio starts.
+    """
+    fmt = struct.pack("<HHIIHH", 1, 1, SAMPLE_RATE, PCM_BYTES_PER_S, 2, 16)
+    software = b"pytest-tts-scaling calibration\x00\x00"
+    info = b"INFO" + b"ISFT" + struct.pack("<I", len(software)) + software
+    return (
+        b"RIFF"
+        + struct.pack("<I", 0xFFFFFFFF)
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + b"LIST"
+        + struct.pack("<I", len(info))
+        + info
+        + b"data"
+        + struct.pack("<I", 0xFFFFFFFF)
+    )
+
+
+class _Drop(Exception):
+    """End this connection now, mid-response."""
+
+
+@dataclass
+class SerialStreamServer:
+    """The reference server; `slots` K serves K at once. `discipline` replaces the first four."""
+
+    service_s: float = 0.1
+    first_audio_s: float = 0.05
+    chunks: int = 4
+    slots: int = 1
+    body_format: Literal["raw", "jsonl", "json"] = "raw"
+    host: str = "127.0.0.1"
+    port: int = 0
+    discipline: Discipline | None = None
+    faults: Faults = field(default_factory=Faults)
+    first_audio_sent_ns: dict[str, int] = field(default_factory=dict)
+    # request_id -> (arrival, end) on perf_counter_ns; end is absent while in flight.
+    arrived_ns: dict[str, int] = field(default_factory=dict)
+    ended_ns: dict[str, int] = field(default_factory=dict)
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    requests_seen: int = 0
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _server: asyncio.Server | None = None
+
+    def __post_init__(self) -> None:
+        if self.discipline is None:
+            self.discipline = Slots(self.slots, self.service_s, self.first_audio_s)
+
+    def true_qmax(self, slo_ms: float) -> int:
+        """The Q_max a perfect client would measure against this server with one slot."""
+        return serial_qmax(self.service_s, self.first_audio_s, slo_ms)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def mean_in_flight(self, start_ns: int, end_ns: int) -> float:
+        """The server's own time-weighted in-flight count over a window (perf_counter_ns)."""
+        arrived, ended = dict(self.arrived_ns), dict(self.ended_ns)
+        intervals = [(at, ended.get(rid, end_ns)) for rid, at in arrived.items()]
+        return time_weighted_in_flight(intervals, start_ns, end_ns)[0]
+
+    def __enter__(self) -> SerialStreamServer:
+        ready = threading.Event()
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._start_discipline()
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(self._handle, self.host, self.port, backlog=4096)
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("calibration server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop, server = self._loop, self._server
+        if loop is None or server is None:
+            return
+
+        async def shutdown() -> None:
+            server.close()
+            handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+            await server.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        loop.close()
+
+    def _start_discipline(self) -> None:
+        """Runs on the server's loop: the shared state each discipline needs."""
+        discipline = self.discipline
+        assert discipline is not None
+        if isinstance(discipline, Batching):
+            self._waiting: collections.deque[tuple[float, asyncio.Future[None]]] = (
+                collections.deque()
+            )
+            self._arrival = asyncio.Event()
+            assert self._loop is not None
+            self._batcher = self._loop.create_task(self._run_batches(discipline))
+        else:
+            self._free_at = [0.0] * discipline.slots
+            self._service_times = discipline.service_times()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {
+                    k.strip().lower(): v.strip()
+                    for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)
+                }
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                if method == "GET" and path == "/ping":
+                    if self.faults.ping_delay_s and self.in_flight:
+                        await asyncio.sleep(self.faults.ping_delay_s)
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    await writer.drain()
+                    continue
+                request_id = headers.get("x-request-id") or json.loads(body or b"{}").get(
+                    "request_id", ""
+                )
+                await self._invocation(writer, request_id)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, _Drop):
+            pass
+        except asyncio.CancelledError:
+            # Only the server's own shutdown cancels a handler; end it quietly.
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _invocation(self, writer: asyncio.StreamWriter, request_id: str) -> None:
+        faults = self.faults
+        seq = self.requests_seen
+        self.requests_seen += 1
+        if faults.stop_after is not None and seq >= faults.stop_after:
+            await asyncio.Event().wait()  # never answers; the server's shutdown ends it
+        if faults.max_queue_depth and self.in_flight >= faults.max_queue_depth:
+            await self._saturated(writer, request_id)
+            return
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self.arrived_ns[request_id] = time.perf_counter_ns()
+        try:
+            await self._respond(
+                writer,
+                request_id,
+                drop=bool(faults.error_every)
+                and (seq % faults.error_every == faults.error_every - 1),
+            )
+        finally:
+            self.in_flight -= 1
+            self.ended_ns[request_id] = time.perf_counter_ns()
+
+    async def _saturated(self, writer: asyncio.StreamWriter, request_id: str) -> None:
+        """The real container's gate answer (container/tts_container/gate.py)."""
+        body = json.dumps(
+            {
+                "error": "queue_saturated",
+                "queue_depth": self.in_flight,
+                "max_queue_depth": self.faults.max_queue_depth,
+            }
+        ).encode()
+        writer.write(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nretry-after: 1\r\nx-request-id: %s\r\n\r\n%s"
+            % (len(body), request_id.encode("latin-1"), body)
+        )
+        await writer.drain()
+
+    async def _respond(self, writer: asyncio.StreamWriter, request_id: str, drop: bool) -> None:
+        arrived = time.perf_counter()
+        faults = self.faults
+        if faults.wav_header:
+            kind = b"audio/wav"
+        elif self.body_format != "raw":
+            kind = b"application/json"
+        else:
+            kind = b"audio/pcm;rate=24000"
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ntransfer-encoding: chunked\r\n\r\n" % kind
+        )
+        await writer.drain()
+        if drop:
+            raise _Drop
+        if faults.wav_header:
+            await self._chunk(writer, wav_header_with_list_chunk())
+        if faults.stall_after_headers:
+            await asyncio.Event().wait()
+        if isinstance(self.discipline, Batching):
+            await self._batch_member(arrived)
+            await self._audio(writer, request_id, time.perf_counter(), 0.0, 0.0)
+        else:
+            assert isinstance(self.discipline, Slots)
+            start, service_s = self._take_slot(arrived)
+            first_s = min(self.discipline.first_audio_s, service_s)
+            await self._audio(writer, request_id, start, first_s, service_s)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async def _audio(
+        self,
+        writer: asyncio.StreamWriter,
+        request_id: str,
+        started: float,
+        first_s: float,
+        service_s: float,
+    ) -> None:
+        """The body's chunks: the first at started + first_s, the last at started + service_s."""
+        chunks = max(1, self.chunks)
+        rest = max(0.0, service_s - first_s) / max(1, chunks - 1)
+        audio_s = service_s or self.service_s  # a batch sends all at once: nominal length
+        audio = b"\x00" * int(PCM_BYTES_PER_S * audio_s / chunks)
+        for index in range(chunks):
+            deadline = started + first_s + index * rest
+            await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
+            if self.body_format == "json":
+                continue
+            chunk = audio
+            if self.body_format == "jsonl":
+                encoded = base64.b64encode(audio).decode()
+                chunk = json.dumps({"audio": encoded, "index": index}).encode() + b"\n"
+            await self._chunk(writer, chunk)
+            if index == 0:
+                self.first_audio_sent_ns[request_id] = time.perf_counter_ns()
+        if self.body_format == "json":
+            document = json.dumps({"embedding": [0.125] * 384, "request_id": request_id})
+            await self._chunk(writer, document.encode())
+            self.first_audio_sent_ns[request_id] = time.perf_counter_ns()
+
+    async def _chunk(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+        writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+        await writer.drain()
+
+    def _take_slot(self, arrived: float) -> tuple[float, float]:
+        """Start and service time of a request, on the slot that frees first (FIFO).
+
+        The schedule runs on ideal times (a slot frees at its previous request's deadline, not
+        when the loop got round to it), so event-loop lateness never accumulates into TTFAB.
+        """
+        start = max(arrived, heapq.heappop(self._free_at))
+        service_s = self._service_times.next()
+        heapq.heappush(self._free_at, start + service_s)
+        return start, service_s
+
+    async def _batch_member(self, arrived: float) -> None:
+        """Wait in line until a batch that holds this request has been computed."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((arrived, done))
+        self._arrival.set()
+        await done
+
+    async def _run_batches(self, batching: Batching) -> None:
+        """The executor: collect for the window, take up to max_batch in order, compute.
+
+        On ideal times like the slots: a batch takes only requests that arrived by its start.
+        """
+        free_at = 0.0
+        while True:
+            while not self._waiting:
+                self._arrival.clear()
+                await self._arrival.wait()
+            start = max(free_at, self._waiting[0][0]) + batching.window_s
+            await asyncio.sleep(max(0.0, start - time.perf_counter()))
+            batch: list[asyncio.Future[None]] = []
+            while self._waiting and len(batch) < batching.max_batch:
+                if self._waiting[0][0] > start:
+                    break
+                batch.append(self._waiting.popleft()[1])
+            free_at = start + batching.batch_s(len(batch))
+            await asyncio.sleep(max(0.0, free_at - time.perf_counter()))
+            for member in batch:
+                if not member.done():
+                    member.set_result(None)

@@ -1,0 +1,159 @@
+"""What a perfect client must measure against each reference server. Pure: no I/O, no clock.
+
+Closed forms where they exist; otherwise an exact discrete-event simulation of the closed loop
+(N workers, each sending its next request the moment the previous answer ends). The tests hold
+the simulation against the closed forms, so the simulated truths rest on checked ground.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Slots
+
+# Time from an answer's last byte to the worker's next request, as a client on 127.0.0.1 takes.
+# Only its sign matters to the schedule (a returning request misses a batch that starts at once).
+RETURN_S = 0.0005
+# Steady state: requests per worker discarded as warm-up, then requests per worker kept.
+WARMUP_PER_WORKER = 20
+KEPT_PER_WORKER = 200
+# The K-slot closed form holds while one request in K above the level is more than 5%.
+MAX_CLOSED_FORM_SLOTS = 19
+
+
+@dataclass(frozen=True)
+class Truth:
+    """The answer a correct qmax gives.
+
+    `q_max`/`bracketed` as in the artifact. `failing_reason`: every measured rung fails for this
+    reason (then there is no Q_max). `endpoint_error`: the measurement must stop with an error
+    about the endpoint instead of a Q_max. `source` says where the number came from.
+    """
+
+    q_max: int | None
+    bracketed: bool
+    source: str
+    failing_reason: str | None = None
+    endpoint_error: bool = False
+
+
+def serial_qmax(service_s: float, first_audio_s: float, slo_ms: float) -> int:
+    """One slot: TTFAB = (N − 1)·S + first, so Q_max = floor((SLO − first)/S) + 1."""
+    return math.floor((slo_ms / 1000.0 - first_audio_s) / service_s) + 1
+
+
+def slots_qmax(slots: Slots, slo_ms: float) -> int | None:
+    """K slots: requests come in waves of S, so TTFAB = w·S + first for whole w.
+
+    A request waits ceil(N/K) − 1 waves at most and one request in K of the next N does, so the
+    p95 truth is Q_max = K·floor((SLO − first + S)/S). None where no closed form holds: random
+    service times, or K so large that one in K is within the 5% the p95 ignores.
+    """
+    if type(slots) is not Slots or slots.slots > MAX_CLOSED_FORM_SLOTS:
+        return None
+    waves = math.floor((slo_ms / 1000.0 - slots.first_audio_s + slots.service_s) / slots.service_s)
+    return slots.slots * max(0, waves)
+
+
+def batching_qmax(batching: Batching, slo_ms: float) -> int | None:
+    """All N in one batch (N ≤ max batch): TTFAB = window + fixed + per_request·N.
+
+    None where Q_max would need more than one batch; the simulation answers there.
+    """
+    room = slo_ms / 1000.0 - batching.window_s - batching.fixed_s
+    q = math.floor(room / batching.per_request_s + 1e-9)
+    return q if 1 <= q <= batching.max_batch else None
+
+
+def closed_form_qmax(discipline: Discipline, slo_ms: float) -> int | None:
+    if isinstance(discipline, Batching):
+        return batching_qmax(discipline, slo_ms)
+    return slots_qmax(discipline, slo_ms)
+
+
+def simulate_ttfab_s(discipline: Discipline, concurrency: int) -> np.ndarray:
+    """TTFAB (s) of every steady-state request of an N-worker closed loop, in service order."""
+    if isinstance(discipline, Batching):
+        ttfab = _simulate_batching(discipline, concurrency)
+    else:
+        ttfab = _simulate_slots(discipline, concurrency)
+    return ttfab[WARMUP_PER_WORKER * concurrency :]
+
+
+def p95_ttfab_ms(discipline: Discipline, concurrency: int) -> float:
+    """The steady-state p95 TTFAB of the closed loop, computed as the rung statistics are."""
+    return float(np.percentile(simulate_ttfab_s(discipline, concurrency) * 1000.0, 95))
+
+
+def simulated_qmax(discipline: Discipline, slo_ms: float, limit: int = 200) -> int:
+    """The highest N whose simulated p95 TTFAB meets the SLO, climbing from 1 (0 when none).
+
+    TTFAB grows with N for every discipline here, so the first failing N ends the climb.
+    """
+    for concurrency in range(1, limit + 1):
+        if p95_ttfab_ms(discipline, concurrency) > slo_ms:
+            return concurrency - 1
+    raise ValueError(f"Q_max above {limit} at SLO {slo_ms:g} ms: expected a tighter SLO")
+
+
+def slo_margin_ms(discipline: Discipline, slo_ms: float, q_max: int) -> float:
+    """How far the SLO lies from the p95 of Q_max and of Q_max + 1, whichever is nearer.
+
+    A case whose margin is a few ms would be decided by jitter, not by the server.
+    """
+    below = p95_ttfab_ms(discipline, q_max) if q_max >= 1 else 0.0
+    above = p95_ttfab_ms(discipline, q_max + 1)
+    return min(slo_ms - below, above - slo_ms)
+
+
+def truth_for(discipline: Discipline, slo_ms: float) -> Truth:
+    """Q_max by closed form where one holds, else by simulation; bracketed by the failing N+1."""
+    closed = closed_form_qmax(discipline, slo_ms)
+    if closed is not None:
+        return Truth(q_max=closed or None, bracketed=True, source="closed form")
+    q = simulated_qmax(discipline, slo_ms)
+    return Truth(q_max=q or None, bracketed=True, source="simulation")
+
+
+def _simulate_slots(slots: Slots, concurrency: int) -> np.ndarray:
+    """FIFO over K slots: requests start in arrival order, each on the slot that frees first."""
+    times = slots.service_times()
+    free = [0.0] * slots.slots
+    arrivals = [(0.0, worker) for worker in range(concurrency)]
+    total = (WARMUP_PER_WORKER + KEPT_PER_WORKER) * concurrency
+    ttfab = np.empty(total)
+    for index in range(total):
+        arrived, worker = heapq.heappop(arrivals)
+        start = max(arrived, heapq.heappop(free))
+        end = start + times.next()
+        heapq.heappush(free, end)
+        ttfab[index] = start + slots.first_audio_s - arrived
+        heapq.heappush(arrivals, (end + RETURN_S, worker))
+    return ttfab
+
+
+def _simulate_batching(batching: Batching, concurrency: int) -> np.ndarray:
+    """One executor: wait the window after it is free and someone waits, then serve a batch."""
+    waiting: deque[float] = deque([0.0] * concurrency)  # arrival times, FIFO
+    returning: list[float] = []
+    free_at = 0.0
+    total = (WARMUP_PER_WORKER + KEPT_PER_WORKER) * concurrency
+    ttfab: list[float] = []
+    while len(ttfab) < total:
+        if not waiting:
+            waiting.append(heapq.heappop(returning))
+        start = max(free_at, waiting[0]) + batching.window_s
+        while returning and returning[0] <= start:
+            waiting.append(heapq.heappop(returning))
+        size = min(batching.max_batch, len(waiting))
+        end = start + batching.batch_s(size)
+        for _ in range(size):
+            ttfab.append(end - waiting.popleft())
+            heapq.heappush(returning, end + RETURN_S)
+        free_at = end
+    return np.asarray(ttfab[:total])
