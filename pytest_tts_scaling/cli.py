@@ -40,9 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    except KeyboardInterrupt:
-        print("tts-bench: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        # A stop signal raises Terminated (SIGTERM, SIGHUP): exit 128 + its number, as a shell does.
+        code = getattr(exc, "exit_code", 130)
+        print(f"tts-bench: stopped: {exc or 'interrupted (SIGINT)'}", file=sys.stderr)
+        return int(code)
     return code
 
 

@@ -40,6 +40,9 @@ class Endpoint(abc.ABC):
         """Hold capacity at one instance for the measurement; restore on every exit path."""
         yield self
 
+    def thaw(self) -> None:  # noqa: B027 - nothing to release unless frozen() pins capacity
+        """End :meth:`frozen`'s hold now (the load has stopped); its exit then has nothing left."""
+
     def annotate_rungs(self, rungs: list[Rung]) -> list[Rung]:
         """After the ladder, attach server-side views of each rung (SageMaker: CloudWatch)."""
         return rungs

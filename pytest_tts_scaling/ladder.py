@@ -201,6 +201,7 @@ def run_ladder(
             elapsed = time.monotonic() - started
             progress(_progress_line(rung, settings.slo_ms, elapsed, max(0.0, budget - elapsed)))
     final = min(runs, key=lambda r: select_qmax(r)[0] or 0)
+    endpoint.thaw()  # the load has stopped: restore the endpoint before the CloudWatch join
     annotated = endpoint.annotate_rungs(final)
     result = artifact(annotated, complete=True, stop_reason=None)
     save(result, path)

@@ -305,6 +305,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         default=False,
     ),
     OptionSpec(
+        "--force",
+        "tts_force",
+        "Take over an endpoint another run holds frozen (its lock, or a snapshot it left); the "
+        "restore then puts back what that run found. Default: off (refuse, naming the run).",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
         "--qmax-artifact",
         "tts_qmax_artifact",
         "qmax artifact for ttotal and plan. Default: none.",
@@ -400,6 +408,7 @@ class RunOptions:
     artifacts_dir: Path = Path("reports")
     allow_config_mismatch: bool = False
     allow_shallow_queue: bool = False
+    force: bool = False
     qmax_artifact: Path | None = None
     ttotal_artifact: Path | None = None
     plan_artifact: Path | None = None

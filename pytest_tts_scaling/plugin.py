@@ -52,6 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[OPTIONS_KEY] = options
     config.stash[SUMMARY_KEY] = []
     config.pluginmanager.register(fixtures, "tts_scaling_fixtures")
+    config.pluginmanager.register(SignalExit(), "tts_scaling_signal_exit")
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlExtras(), "tts_scaling_html")
 
@@ -80,6 +81,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section("tts-scaling")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+class SignalExit:
+    """A run stopped by SIGTERM or SIGHUP (the freeze raises Terminated) exits 128 + the signal."""
+
+    code: int | None = None
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self.code = getattr(excinfo.value, "exit_code", None)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.code is not None:
+            session.exitstatus = self.code
 
 
 class HtmlExtras:

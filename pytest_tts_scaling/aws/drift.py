@@ -26,11 +26,14 @@ from pytest_tts_scaling.aws.fingerprint import (
     variant_states,
 )
 from pytest_tts_scaling.aws.freeze import (
+    lock_advice,
+    lock_of,
     read_snapshot,
     snapshot_age,
     snapshot_path,
     thaw_command,
 )
+from pytest_tts_scaling.aws.lock import read_locks
 from pytest_tts_scaling.errors import ArtifactError
 from pytest_tts_scaling.schema import PlanArtifact
 
@@ -39,6 +42,7 @@ Severity = Literal["error", "warn"]
 DRIFT_CHECKS = (
     "endpoint_status",
     "freeze_snapshot",
+    "freeze_lock",
     "orphaned_target",
     "orphaned_policy",
     "suspended_scaling",
@@ -140,6 +144,8 @@ def _findings(
     out += _snapshot_findings(clients, endpoint, artifacts_dir)
     if component:
         out += _snapshot_findings(clients, endpoint, artifacts_dir, component)
+    if description is not None:
+        out += _lock_findings(clients, endpoint, str(description["EndpointArn"]))
 
     targets = scaling.targets_for_endpoint(clients.autoscaling, endpoint)
     policies = scaling.policies_for_endpoint(clients.autoscaling, endpoint)
@@ -292,21 +298,41 @@ def _snapshot_findings(
     path = snapshot_path(artifacts_dir, endpoint, component)
     if not path.exists():
         return []
-    thaw = f"run `{thaw_command(endpoint, component, artifacts_dir)}`"
     try:
         snapshot = read_snapshot(path)
     except ArtifactError as exc:
-        return [DriftFinding("freeze_snapshot", "error", f"{exc}; {thaw}")]
-    age = snapshot_age(snapshot, clients.clock.now()) if snapshot else "unknown age"
-    pid = snapshot.pid if snapshot else "?"
+        thaw = thaw_command(endpoint, component, artifacts_dir, force=True)
+        return [DriftFinding("freeze_snapshot", "error", f"{exc}; delete it, then run `{thaw}`")]
+    if snapshot is None:
+        return []
+    owner = lock_of(snapshot, path)
+    age = snapshot_age(snapshot, clients.clock.now())
+    state = "belongs to a run still measuring" if owner.alive() else "was left by a run"
     return [
         DriftFinding(
             "freeze_snapshot",
             "error",
-            f"{path} was left by an interrupted run (pid {pid}, {age}): scaling may still be "
-            f"suspended and capacity pinned; {thaw} to restore it",
+            f"{path} {state}: {owner.describe()}, {age}; scaling may be suspended and capacity "
+            f"pinned: {lock_advice(owner, endpoint, artifacts_dir)}",
         )
     ]
+
+
+def _lock_findings(clients: AwsClients, endpoint: str, arn: str) -> list[DriftFinding]:
+    """Every run's freeze lock on the endpoint: a live one, and one whose run is gone."""
+    out: list[DriftFinding] = []
+    for lock in read_locks(clients.sagemaker, arn):
+        what = f"inference component {lock.component} of {endpoint}" if lock.component else endpoint
+        held = "is frozen by" if lock.alive() is not False else "is still locked by"
+        out.append(
+            DriftFinding(
+                "freeze_lock",
+                "error",
+                f"{what} {held} {lock.describe()}, snapshot {lock.snapshot or 'not recorded'}: "
+                f"{lock_advice(lock, endpoint)}",
+            )
+        )
+    return out
 
 
 def _suspension(resource: str, target: dict[str, Any]) -> list[DriftFinding]:

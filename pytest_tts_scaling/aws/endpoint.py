@@ -33,7 +33,13 @@ class SageMakerEndpoint(Endpoint):
     kind = "sagemaker"
 
     def __init__(
-        self, deployment: Deployment, *, clients: AwsClients, artifacts_dir: Path, log: Log
+        self,
+        deployment: Deployment,
+        *,
+        clients: AwsClients,
+        artifacts_dir: Path,
+        log: Log,
+        force: bool = False,
     ):
         self.deployment = deployment
         self.name = deployment.endpoint
@@ -44,6 +50,8 @@ class SageMakerEndpoint(Endpoint):
         self.clients = clients
         self.artifacts_dir = Path(artifacts_dir)
         self.log = log
+        self.force = force
+        self._release: contextlib.ExitStack | None = None
 
     @property
     def scope(self) -> ScalingScope:
@@ -81,16 +89,31 @@ class SageMakerEndpoint(Endpoint):
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[Endpoint]:
+        """Frozen for the block; :meth:`thaw` may end the freeze earlier (the exit is a no-op)."""
         from pytest_tts_scaling.aws.freeze import freeze
 
-        with freeze(
-            self.clients,
-            self.name,
-            artifacts_dir=self.artifacts_dir,
-            log=self.log,
-            component=self.inference_component,
-        ):
-            yield self
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(
+                freeze(
+                    self.clients,
+                    self.name,
+                    artifacts_dir=self.artifacts_dir,
+                    log=self.log,
+                    component=self.inference_component,
+                    force=self.force,
+                )
+            )
+            self._release = stack
+            try:
+                yield self
+            finally:
+                self._release = None
+
+    def thaw(self) -> None:
+        """Restore scaling and capacity now, once the load has stopped, ahead of the block's end."""
+        release, self._release = self._release, None
+        if release is not None:
+            release.close()
 
     @property
     def frozen_capacity(self) -> bool:
@@ -125,5 +148,9 @@ def open_sagemaker_endpoint(
         f"{deployment.image_digest}, slug {deployment.slug}, status {deployment.status}"
     )
     yield SageMakerEndpoint(
-        deployment, clients=clients, artifacts_dir=options.artifacts_dir, log=log
+        deployment,
+        clients=clients,
+        artifacts_dir=options.artifacts_dir,
+        log=log,
+        force=options.force,
     )

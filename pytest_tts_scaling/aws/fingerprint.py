@@ -58,6 +58,11 @@ class Deployment:
         return next((v for v in self.variants if v.name == wanted), None)
 
 
+# Endpoint and inference-component statuses a wait for InService can no longer leave (RollingBack
+# is not one: it ends InService or UpdateRollbackFailed).
+TERMINAL_STATUSES = frozenset({"Failed", "UpdateRollbackFailed", "OutOfService", "Deleting"})
+
+
 def describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
     """DescribeEndpoint, or None when the endpoint does not exist."""
     from botocore.exceptions import ClientError

@@ -16,10 +16,10 @@ point or a bound (the true moment lies at or before it):
   p95 at the post-scale concurrency.
 
 The policy's detection lag, which a forced scale-out bypasses, is bounded from the deployed
-policy and added: T_total = measured span + lag. Whatever happens, the extra instance is taken
-back to the frozen count and the freeze restores the endpoint.
+policy and added: T_total = measured span + lag. Whatever happens, the freeze restores the
+endpoint, from N+1 instances straight back to the N it had.
 
-Two clocks, kept apart: every wait on AWS (scale-out, log delivery, the scale-back) polls with
+Two clocks, kept apart: every wait on AWS (scale-out, log delivery) polls with
 the injected :class:`~pytest_tts_scaling.aws.clients.Clock`, so tests drive minutes of
 provisioning without sleeping; the probe's warm-up and recovery window are load held for real
 time, as every rung of the ladder is. The probe runs on its own event loop in a thread, so the
@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import Clock, WaitTimeout, aws_errors, error_code
-from pytest_tts_scaling.aws.fingerprint import describe_endpoint
-from pytest_tts_scaling.aws.freeze import Capacity, Terminated, signals_held
+from pytest_tts_scaling.aws.fingerprint import TERMINAL_STATUSES, describe_endpoint
+from pytest_tts_scaling.aws.freeze import Capacity
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.loadgen import DRAIN_S, ClosedLoop, MakeRequest
 from pytest_tts_scaling.records import RequestRecord
@@ -87,7 +87,6 @@ PROBE_START_TIMEOUT_S = 30.0
 DEFAULT_COOLDOWN_S = 300
 # Target tracking decides on 3 evaluation periods of its metric: 10 s high resolution, else 60 s.
 TRACKING_EVALUATION_PERIODS = 3
-END_STATES = {"Failed", "OutOfService", "Deleting", "RollingBack"}
 
 
 class ScaleOutError(RuntimeError):
@@ -258,7 +257,7 @@ class InServiceWatch:
         if description is None:
             raise ScaleOutError(f"endpoint {self.endpoint} disappeared during the scale-out")
         status = str(description.get("EndpointStatus"))
-        if status in END_STATES:
+        if status in TERMINAL_STATUSES or status == "RollingBack":
             reason = description.get("FailureReason")
             raise ScaleOutError(
                 f"endpoint {self.endpoint} is {status} during the scale-out"
@@ -489,7 +488,9 @@ class ScaleOut:
         return Capacity(clients, self.endpoint.name, self.endpoint.variant)
 
     def run(self) -> None:
-        """Probe, scale out, watch; the forced instance is taken back whatever happens."""
+        """Probe, scale out, watch. The freeze's restore then goes from N+1 straight back to the
+        snapshot's N: taking the forced instance back first would tear one down only to
+        provision it again."""
         clients = self.endpoint.clients
         with aws_errors():
             _, _, desired = self.capacity.counts()
@@ -508,7 +509,6 @@ class ScaleOut:
             known,
             log=self.progress,
         )
-        failure: BaseException | None = None
         try:
             self.probe.start()
             self.events.append(
@@ -540,13 +540,8 @@ class ScaleOut:
                     )
                 )
             self._finish_log()
-        except BaseException as exc:
-            failure = exc
-            raise
         finally:
             self.probe.stop()
-            if self.scaled_to is not None:
-                self._scale_back(failure)
         self.events += self.new_log.events()
 
     def _scale_out(self, count: int) -> None:
@@ -652,41 +647,6 @@ class ScaleOut:
                 f"{'no stream' if new_log.stream is None else 'markers: ' + read}; the missing "
                 "stages are left out"
             )
-
-    def _scale_back(self, failure: BaseException | None) -> None:
-        """Desired count back to the frozen count before the freeze restores the endpoint."""
-        assert self.frozen_count is not None
-        capacity, frozen = self.capacity, self.frozen_count
-        with signals_held() as received:
-            try:
-                with aws_errors():
-                    status, _, desired = capacity.counts()
-                    if desired is not None and desired != frozen:
-                        if status != "InService":
-                            self.progress(
-                                f"ttotal: waiting for {capacity.describe()} to be InService "
-                                f"before taking the forced instance back (now {status})"
-                            )
-                            capacity.wait_in_service(
-                                count=None,
-                                timeout_s=self.timeout_s,
-                                poll_s=self.poll_s,
-                                interrupted=lambda: bool(received),
-                            )
-                        capacity.set(frozen)
-                        self.progress(
-                            f"ttotal: {capacity.describe()}: desired instance count {desired} -> "
-                            f"{frozen} (forced instance taken back)"
-                        )
-            except Exception as exc:
-                self.progress(
-                    f"ttotal: could not take the forced instance back: {exc}; the freeze's "
-                    "restore sets the desired count next"
-                )
-                if failure is None:
-                    raise
-        if received and failure is None:
-            raise Terminated(f"signal {received[0]} while taking the forced instance back")
 
 
 def measure_sagemaker_ttotal(

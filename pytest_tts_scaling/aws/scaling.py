@@ -171,13 +171,26 @@ def describe_target(autoscaling: Any, resource: str) -> dict[str, Any] | None:
     return next((t for t in found if t["ResourceId"] == resource), None)
 
 
-def register_suspended(autoscaling: Any, resource: str, state: dict[str, bool]) -> None:
-    """Set the three SuspendedState flags; capacity limits are left as they are."""
+def register_suspended(
+    autoscaling: Any,
+    resource: str,
+    state: dict[str, bool],
+    *,
+    min_capacity: int | None = None,
+    max_capacity: int | None = None,
+) -> None:
+    """Set the three SuspendedState flags, and the capacity limits when given."""
+    limits = {
+        key: value
+        for key, value in (("MinCapacity", min_capacity), ("MaxCapacity", max_capacity))
+        if value is not None
+    }
     autoscaling.register_scalable_target(
         ServiceNamespace=NAMESPACE,
         ResourceId=resource,
         ScalableDimension=dimension_for(resource),
         SuspendedState={flag: bool(state.get(flag, False)) for flag in SUSPEND_FLAGS},
+        **limits,
     )
 
 

@@ -1,7 +1,9 @@
-"""`tts-bench thaw`: restore an endpoint's scaling after a run that could not (a hard kill).
+"""`tts-bench thaw`: restore an endpoint after a run that could not (a hard kill).
 
-From the freeze snapshot when there is one, else by clearing every suspension. Idempotent:
-on an endpoint that is not frozen it changes nothing and exits 0.
+Everything the run recorded comes back (suspension flags, min/max capacity, desired count),
+from wherever the lock on the endpoint says: its snapshot file, or the values in its tags.
+Without any record every suspension is cleared. Idempotent: on an endpoint that is not frozen
+it changes nothing and exits 0.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from pytest_tts_scaling.options import RunOptions, add_to_argparse, endpoint_nam
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "thaw",
-        help="restore scaling suspended by an interrupted qmax/ttotal run",
-        description="Restore the scalable target's SuspendedState from the freeze snapshot "
-        "(ARTIFACTS_DIR/.freeze-ENDPOINT.json) or, without one, set all three flags to false; "
-        "with --inference-component, the component's. "
-        "Safe to run any number of times; removes the snapshot when done.",
+        help="restore an endpoint a killed qmax/ttotal run left frozen",
+        description="Restore what the run that froze the endpoint recorded: SuspendedState, "
+        "min/max capacity and the desired instance (or copy) count, from the snapshot the "
+        "endpoint's lock names (ARTIFACTS_DIR/.freeze-ENDPOINT.json on the machine that ran "
+        "it) or from the values in the lock's tags; without any record, set all three flags "
+        "to false. With --inference-component, the component's. Safe to run any number of "
+        "times; removes the lock and the snapshot when done.",
     )
     parser.add_argument(
         "--endpoint",
@@ -37,12 +41,11 @@ def register(subparsers: Any) -> None:
         "COMPONENT.json, its target inference-component/NAME) instead of the variant. "
         "Default: none.",
     )
-    parser.add_argument(
-        "--restore-capacity",
-        action="store_true",
-        default=False,
-        help="Also put the desired instance count (or copy count) back to the snapshot's. "
-        "Default: off.",
+    add_option(
+        parser,
+        "--force",
+        help="Thaw even while the run holding the lock may still be measuring (it runs on "
+        "another machine, or its process is alive). Default: off.",
     )
     add_to_argparse(parser, specs_named("--artifacts-dir"))
     parser.set_defaults(func=run)
@@ -58,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
         AwsClients(),
         options.endpoint,
         artifacts_dir=options.artifacts_dir,
-        restore_capacity=bool(options.extra.get("restore_capacity")),
         log=print,
         component=options.inference_component,
+        force=options.force,
     )
     print(f"thawed {options.endpoint}")
     return 0

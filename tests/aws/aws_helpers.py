@@ -290,6 +290,28 @@ def suspend(resource_id: str, **flags: bool) -> None:
     )
 
 
+def suspend_with_limits(resource_id: str, low: int, high: int) -> None:
+    """Change a target's MinCapacity/MaxCapacity, keeping its SuspendedState."""
+    target = target_state(resource_id)
+    assert target is not None
+    client("application-autoscaling").register_scalable_target(
+        ServiceNamespace=NAMESPACE,
+        ResourceId=resource_id,
+        ScalableDimension=DIMENSION,
+        MinCapacity=low,
+        MaxCapacity=high,
+        SuspendedState=target.get("SuspendedState") or {},
+    )
+
+
+def lock_keys(endpoint: str) -> list[str]:
+    """The tts-bench tags on the endpoint (the freeze locks), sorted."""
+    sm = client("sagemaker")
+    arn = sm.describe_endpoint(EndpointName=endpoint)["EndpointArn"]
+    tags = sm.list_tags(ResourceArn=arn)["Tags"]
+    return sorted(t["Key"] for t in tags if t["Key"].startswith("tts-bench:"))
+
+
 def record_operations(*clients: Any) -> list[str]:
     """Names of every AWS operation the clients make from now on."""
     seen: list[str] = []

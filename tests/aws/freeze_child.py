@@ -1,6 +1,7 @@
-"""A qmax-like run for the signal tests: freeze the endpoint, say so, then wait to be stopped.
+"""A qmax-like run for the signal and lock tests: freeze the endpoint, say so, wait to be stopped.
 
-Usage: python freeze_child.py ENDPOINT ARTIFACTS_DIR  (AWS_ENDPOINT_URL points at moto)
+Usage: python freeze_child.py ENDPOINT ARTIFACTS_DIR [--force]  (AWS_ENDPOINT_URL points at moto)
+Exit status as tts-bench's: 128 + the signal, 2 when the freeze is refused.
 """
 
 from __future__ import annotations
@@ -11,18 +12,28 @@ from pathlib import Path
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.freeze import Terminated, freeze
+from pytest_tts_scaling.errors import InputError
 
 
 def main() -> int:
     endpoint, artifacts_dir = sys.argv[1], Path(sys.argv[2])
     try:
-        with freeze(AwsClients(), endpoint, artifacts_dir=artifacts_dir, log=print):
+        with freeze(
+            AwsClients(),
+            endpoint,
+            artifacts_dir=artifacts_dir,
+            log=print,
+            force="--force" in sys.argv[3:],
+        ):
             print("FROZEN", flush=True)
             while True:
                 time.sleep(0.05)
-    except Terminated:
-        print("TERMINATED", flush=True)
-        return 143
+    except InputError as exc:
+        print(f"REFUSED: {exc}", flush=True)
+        return 2
+    except Terminated as exc:
+        print(f"TERMINATED: {exc}", flush=True)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("INTERRUPTED", flush=True)
         return 130

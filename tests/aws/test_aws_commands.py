@@ -138,7 +138,7 @@ def test_drift_scenario_names_each_check(aws_env: dict[str, str], tmp_path: Path
     d = deploy(unique())
     args = ("--endpoint", d.endpoint, "--artifacts-dir", str(tmp_path))
     outcomes = scenario(aws_env, tmp_path, "drift", *args)
-    assert len(outcomes) == 9
+    assert len(outcomes) == 10
     assert set(outcomes.values()) == {"passed"}, outcomes
     suspend(d.resource_id, DynamicScalingOutSuspended=True)
     outcomes = scenario(aws_env, tmp_path, "drift", *args)

@@ -167,6 +167,11 @@ def test_endpoint_not_in_service_is_an_error(clients: AwsClients, tmp_path: Path
         },
         {"EndpointName": d.endpoint},
     )
+    stubber.add_response(
+        "list_tags",
+        {"Tags": []},
+        {"ResourceArn": f"arn:aws:sagemaker:us-east-1:123456789012:endpoint/{d.endpoint}"},
+    )
     clients._clients["sagemaker"] = sagemaker
     with stubber:
         report = drift(clients, d.endpoint, tmp_path)

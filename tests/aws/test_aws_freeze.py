@@ -206,16 +206,16 @@ def test_thaw_restores_from_the_snapshot(clients: AwsClients, tmp_path: Path) ->
     d = deploy(unique())
     suspend(d.resource_id, DynamicScalingInSuspended=True)
     path = _hard_killed(clients, tmp_path, d.endpoint)
-    thaw(clients, d.endpoint, artifacts_dir=tmp_path, restore_capacity=False, log=print)
+    thaw(clients, d.endpoint, artifacts_dir=tmp_path, log=print)
     assert suspended(d.resource_id) == {**ALL_FALSE, "DynamicScalingInSuspended": True}
-    assert desired_count(d.endpoint) == 1
+    assert desired_count(d.endpoint) == 2
     assert not path.exists()
 
 
 def test_thaw_restore_capacity(clients: AwsClients, tmp_path: Path) -> None:
     d = deploy(unique(), instances=3)
     _hard_killed(clients, tmp_path, d.endpoint)
-    thaw(clients, d.endpoint, artifacts_dir=tmp_path, restore_capacity=True, log=print)
+    thaw(clients, d.endpoint, artifacts_dir=tmp_path, log=print)
     assert suspended(d.resource_id) == ALL_FALSE
     assert desired_count(d.endpoint) == 3
 
@@ -225,16 +225,16 @@ def test_thaw_without_snapshot_clears_all_and_is_idempotent(
 ) -> None:
     d = deploy(unique())
     suspend(d.resource_id, **ALL_TRUE)
-    thaw(clients, d.endpoint, artifacts_dir=tmp_path, restore_capacity=True, log=print)
+    thaw(clients, d.endpoint, artifacts_dir=tmp_path, log=print)
     assert suspended(d.resource_id) == ALL_FALSE
     ops = record_operations(clients.autoscaling, clients.sagemaker)
-    lines = thaw(clients, d.endpoint, artifacts_dir=tmp_path, restore_capacity=True, log=print)
+    lines = thaw(clients, d.endpoint, artifacts_dir=tmp_path, log=print)
     assert "RegisterScalableTarget" not in ops
     assert any("not suspended, left alone" in line for line in lines)
 
 
 def test_thaw_of_an_unknown_endpoint_succeeds(clients: AwsClients, tmp_path: Path) -> None:
-    lines = thaw(clients, unique("gone"), artifacts_dir=tmp_path, restore_capacity=True, log=print)
+    lines = thaw(clients, unique("gone"), artifacts_dir=tmp_path, log=print)
     assert any("nothing to thaw" in line or "no snapshot" in line for line in lines)
 
 
@@ -244,7 +244,7 @@ def test_thaw_refuses_a_damaged_snapshot(clients: AwsClients, tmp_path: Path) ->
     with pytest.raises(ArtifactError, match="schema"):
         read_snapshot(snapshot_path(tmp_path, d.endpoint))
     with pytest.raises(InputError, match="delete it"):
-        thaw(clients, d.endpoint, artifacts_dir=tmp_path, restore_capacity=False, log=print)
+        thaw(clients, d.endpoint, artifacts_dir=tmp_path, log=print)
 
 
 def test_snapshot_round_trips(tmp_path: Path) -> None:
@@ -315,7 +315,6 @@ def test_capacity_restore_waits_for_in_service(fake_clock: FakeClock) -> None:
     lines = restore(
         _clients_with(sagemaker, fake_clock),
         _pinned_snapshot(),
-        restore_capacity=True,
         log=print,
         poll_s=15,
     )
@@ -331,7 +330,6 @@ def test_capacity_restore_wait_can_be_cut_short(fake_clock: FakeClock) -> None:
         restore(
             _clients_with(sagemaker, fake_clock),
             _pinned_snapshot(),
-            restore_capacity=True,
             log=print,
             interrupted=lambda: next(signals),
         )
@@ -345,7 +343,6 @@ def test_capacity_restore_wait_is_bounded(fake_clock: FakeClock) -> None:
         restore(
             _clients_with(sagemaker, fake_clock),
             _pinned_snapshot(),
-            restore_capacity=True,
             log=print,
             timeout_s=600,
             poll_s=15,

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import pytest
 from aws_helpers import FakeClock, client, make_plan, record_operations, unique
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 from eventstream_server import EventStreamServer, Script, event_stream_server, payload_part
 
 from pytest_tts_scaling.artifacts import save
@@ -51,6 +51,7 @@ NS = "sagemaker"
 IC_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 IC_METRIC = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
 ACCOUNT = "arn:aws:sagemaker:us-east-1:123456789012"
+DEAD_PID = 99_999_999  # above Linux's pid_max: no such process
 DIGEST = "sha256:77aa55cc" + "1" * 56
 REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/speech-kokoro"
 IMAGE = f"{REPOSITORY}:v7"
@@ -325,6 +326,17 @@ def expect_copies(stubs: Stubs, name: str, count: int) -> None:
     )
 
 
+def expect_tags(stubs: Stubs, *calls: str) -> None:
+    """The freeze lock's tag calls on the endpoint, in order (no other run holds it)."""
+    arn = {"ResourceArn": f"{ACCOUNT}:endpoint/{EP}"}
+    for call in calls:
+        if call == "list_tags":
+            stubs.sagemaker.add_response("list_tags", {"Tags": []}, arn)
+        else:
+            key = "Tags" if call == "add_tags" else "TagKeys"
+            stubs.sagemaker.add_response(call, {}, {**arn, key: ANY})
+
+
 def expect_deployment(stubs: Stubs, name: str) -> None:
     stubs.sagemaker.add_response("describe_endpoint", endpoint_description(), {"EndpointName": EP})
     stubs.sagemaker.add_response(
@@ -442,6 +454,7 @@ def test_capacity_is_the_copy_count_and_bidi_is_refused(stubs: Stubs, tmp_path: 
 def test_freeze_pins_one_copy_and_restores_the_copies(stubs: Stubs, tmp_path: Path) -> None:
     name = "kokoro-ic"
     stubs.sagemaker.add_response("describe_endpoint", endpoint_description(), {"EndpointName": EP})
+    expect_tags(stubs, "list_tags")  # nobody holds the endpoint
     expect_component(stubs, name)  # the snapshot: 3 copies
     stubs.autoscaling.add_response(
         "describe_scaling_policies",
@@ -449,6 +462,7 @@ def test_freeze_pins_one_copy_and_restores_the_copies(stubs: Stubs, tmp_path: Pa
         {"ServiceNamespace": NS, "ResourceId": resource(name)},
     )
     expect_target(stubs, name, [target(name)])
+    expect_tags(stubs, "add_tags", "list_tags")  # the lock, read back
     expect_register(stubs, name, ALL_TRUE)
     expect_component(stubs, name)  # InService
     expect_component(stubs, name)  # desired 3
@@ -478,6 +492,7 @@ def test_freeze_pins_one_copy_and_restores_the_copies(stubs: Stubs, tmp_path: Pa
         expect_register(stubs, name, ALL_FALSE)
         expect_component(stubs, name, current=1, desired=1)
         expect_copies(stubs, name, 3)
+        expect_tags(stubs, "delete_tags")  # the lock released
     assert not path.exists()
     assert stubs.clock.sleeps == [15.0]  # one wait while the copies went from 3 to 1
     assert "inference component kokoro-ic: frozen at one copy" in lines
@@ -489,7 +504,7 @@ def ic_snapshot(name: str) -> FreezeSnapshot:
         endpoint=EP,
         variant="AllTraffic",
         created_at=T0.isoformat(),
-        pid=1,
+        pid=DEAD_PID,
         target=TargetSnapshot(
             resource_id=resource(name), min_capacity=1, max_capacity=4, suspended_state=ALL_FALSE
         ),
@@ -504,6 +519,8 @@ def ic_snapshot(name: str) -> FreezeSnapshot:
 def test_thaw_restores_the_component_from_its_snapshot(stubs: Stubs, tmp_path: Path) -> None:
     name = "kokoro-ic"
     path = save(ic_snapshot(name), snapshot_path(tmp_path, EP, name))
+    stubs.sagemaker.add_response("describe_endpoint", endpoint_description(), {"EndpointName": EP})
+    expect_tags(stubs, "list_tags")
     expect_target(stubs, name, [target(name, flags=ALL_TRUE)])
     expect_register(stubs, name, ALL_FALSE)
     expect_component(stubs, name, current=1, desired=1)
@@ -512,11 +529,10 @@ def test_thaw_restores_the_component_from_its_snapshot(stubs: Stubs, tmp_path: P
         stubs.clients,
         EP,
         artifacts_dir=tmp_path,
-        restore_capacity=True,
         log=lambda line: None,
         component=name,
     )
-    assert done[-1] == "inference component kokoro-ic: desired copy count 1 -> 3"
+    assert "inference component kokoro-ic: desired copy count 1 -> 3" in done
     assert not path.exists()
 
 
@@ -528,6 +544,10 @@ def test_thaw_command_without_a_snapshot_clears_the_components_flags(
 ) -> None:
     name = "kokoro-ic"
     for flags, write in ((ALL_TRUE, True), (ALL_FALSE, False)):
+        stubs.sagemaker.add_response(
+            "describe_endpoint", endpoint_description(), {"EndpointName": EP}
+        )
+        expect_tags(stubs, "list_tags")
         stubs.autoscaling.add_response(
             "describe_scalable_targets",
             {"ScalableTargets": [target(name, flags=flags)]},
@@ -563,6 +583,7 @@ def expect_drift_reads(stubs: Stubs, name: str, found: list[dict[str, Any]], **s
         )
     else:
         expect_component(stubs, name, **state)
+    expect_tags(stubs, "list_tags")  # no run's freeze lock
     # Namespace-wide reads (the variant's scaling): the component's policy is listed there too.
     stubs.autoscaling.add_response(
         "describe_scalable_targets", {"ScalableTargets": found}, {"ServiceNamespace": NS}
