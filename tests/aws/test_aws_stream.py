@@ -18,10 +18,9 @@ from eventstream_server import (
 from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
 from pytest_tts_scaling.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.transports import INVOCATION_LIMIT_S
-from tts_container.audio import wav_header
 
 PCM = b"\x01\x00" * 2400  # 0.1 s at 24 kHz, 16-bit mono
-WAV_HEADER = wav_header(24000)
+WAV_HEADER = b"RIFF" + b"\x00" * 40
 
 
 @pytest.fixture
@@ -37,7 +36,7 @@ def send(
     spec = RequestSpec(
         request_id="req-1",
         body={"text": "Hello there.", "voice": "af_heart", "format": fmt, "request_id": "req-1"},
-        audio=AudioFormat(),
+        audio=AudioFormat.for_format(fmt),
     )
     timer = StreamTimer(spec.audio)
 
