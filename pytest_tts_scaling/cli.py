@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.errors import InputError
 
-COMMANDS = ("qmax", "ttotal", "drift", "plan", "validate", "thaw", "compare")
+COMMANDS = ("qmax", "ttotal", "drift", "plan", "validate", "thaw", "compare", "load")
 
 
 def build_parser() -> argparse.ArgumentParser:

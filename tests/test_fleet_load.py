@@ -1,0 +1,185 @@
+"""`tts-bench load` end to end on 127.0.0.1: a master and two worker processes on Locust.
+
+The load runs in subprocesses (Locust monkey-patches with gevent at import; this pytest process
+must never import it). The server is a calibration server that logs when it wrote each
+request's first audio byte, so the records' TTFAB is checked against the server's own clock
+(CLOCK_MONOTONIC is shared by every process on the host).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_tts_scaling.calibration import SerialStreamServer
+from pytest_tts_scaling.cli import main
+
+# A generous bound for a busy 2-core runner; benchmarks/load.py measures the real error.
+TTFAB_ERROR_BOUND_MS = 100.0
+LOAD_TIMEOUT_S = 120
+
+
+@pytest.fixture
+def wide_server() -> Iterator[SerialStreamServer]:
+    """64 at once, 300 ms each, first audio after 50 ms: nothing queues at these loads."""
+    with SerialStreamServer(service_s=0.3, first_audio_s=0.05, chunks=3, slots=64) as server:
+        yield server
+
+
+def load(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_tts_scaling.cli", "load", *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=LOAD_TIMEOUT_S,
+        check=False,
+    )
+
+
+def rows_of(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def ttfab_errors_ms(rows: list[dict[str, object]], server: SerialStreamServer) -> list[float]:
+    sent = dict(server.first_audio_sent_ns)
+    return [
+        (int(str(r["start_ns"])) + float(str(r["ttfab_ms"])) * 1e6 - sent[str(r["request_id"])])
+        / 1e6
+        for r in rows
+        if r["status"] == "ok"
+    ]
+
+
+def test_closed_loop_over_two_worker_processes(
+    wide_server: SerialStreamServer, tmp_path: Path
+) -> None:
+    records, summary = tmp_path / "load.jsonl", tmp_path / "summary.json"
+    done = load(
+        "--endpoint-url", wide_server.base_url, "--users", "8", "--duration", "2",
+        "--processes", "2", "--records", records, "--summary", summary,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "closed loop, 8 users over 2 process(es)" in done.stdout
+    rows = rows_of(records)
+    assert {r["process"] for r in rows} == {0, 1}
+    assert {r["worker"] for r in rows} == set(range(8))
+    assert all(r["status"] == "ok" for r in rows)
+    # Each user holds one request at a time for ~0.3 s over 2 s: at least 4 each.
+    assert len(rows) >= 8 * 4
+    assert len({r["request_id"] for r in rows}) == len(rows)
+    errors = ttfab_errors_ms(rows, wide_server)
+    assert len(errors) == len(rows)
+    assert min(errors) >= 0.0
+    assert max(errors) < TTFAB_ERROR_BOUND_MS
+    # The schema of the qmax engine's records, TTFAB at audio (after the server's 50 ms).
+    first = rows[0]
+    for key in ("request_id", "start_ns", "end_ns", "ttfab_ms", "latency_ms", "audio_bytes"):
+        assert key in first
+    assert all(float(str(r["ttfab_ms"])) >= 50.0 for r in rows)
+    stats = json.loads(summary.read_text())
+    assert stats["processes"] == 2
+    assert stats["statuses"] == {"ok": len(rows)}
+    assert stats["in_flight_max"] <= 8
+
+
+def test_open_loop_sends_the_whole_schedule_over_two_processes(
+    wide_server: SerialStreamServer, tmp_path: Path
+) -> None:
+    records, summary = tmp_path / "load.jsonl", tmp_path / "summary.json"
+    done = load(
+        "--endpoint-url", wide_server.base_url, "--rate", "20", "--duration", "2",
+        "--processes", "2", "--records", records, "--summary", summary,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = rows_of(records)
+    assert len(rows) == 40
+    assert {r["process"] for r in rows} == {0, 1}
+    due = sorted(int(str(r["due_epoch_ns"])) for r in rows)
+    gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(due)]
+    assert gaps == pytest.approx([50.0] * 39, abs=0.01)
+    assert all(float(str(r["send_lag_ms"])) >= 0 for r in rows)
+    stats = json.loads(summary.read_text())
+    assert stats["unsent"] == 0
+    assert stats["scheduled_rps"] == pytest.approx(20.0)
+    assert stats["achieved_rps"] == pytest.approx(20.0, rel=0.1)
+    assert "achieved" in done.stdout
+    assert "sent late" in done.stdout
+
+
+def test_trace_file_is_replayed(wide_server: SerialStreamServer, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.txt"
+    trace.write_text("# three sends\n0.0\n0.2\n0.25\n")
+    records = tmp_path / "load.jsonl"
+    done = load("--endpoint-url", wide_server.base_url, "--trace", trace, "--records", records)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = sorted(rows_of(records), key=lambda r: int(str(r["due_epoch_ns"])))
+    assert len(rows) == 3
+    offsets = [
+        (int(str(r["due_epoch_ns"])) - int(str(rows[0]["due_epoch_ns"]))) / 1e9 for r in rows
+    ]
+    assert offsets == pytest.approx([0.0, 0.2, 0.25], abs=1e-6)
+
+
+def test_help_reads_like_documentation() -> None:
+    done = load("--help")
+    assert done.returncode == 0
+    for flag in ("--users", "--rate", "--arrival", "--step", "--trace", "--duration",
+                 "--processes", "--master", "--worker", "--expect-workers"):  # fmt: skip
+        assert flag in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--endpoint-url", "http://127.0.0.1:9"], "exactly one of --users, --rate"),
+        (
+            ["--endpoint-url", "http://127.0.0.1:9", "--users", "2", "--rate", "3"],
+            "got --users and --rate",
+        ),
+        (["--endpoint-url", "http://127.0.0.1:9", "--users", "2"], "--users needs --duration"),
+        (["--users", "2", "--duration", "1"], "expected --endpoint-url URL or --endpoint NAME"),
+        (
+            ["--endpoint-url", "http://127.0.0.1:9", "--trace", "/nonexistent/t.txt"],
+            "--trace /nonexistent/t.txt: cannot read",
+        ),
+        (
+            [
+                "--endpoint-url",
+                "http://127.0.0.1:9",
+                "--users",
+                "1",
+                "--duration",
+                "1",
+                "--expect-workers",
+                "2",
+            ],
+            "--expect-workers K needs --master",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["load", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "locust" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [("--step", "10:0", "RATE:SECONDS levels"), ("--rate", "-1", "a positive number")],
+)
+def test_bad_option_values_are_refused_by_the_parser(
+    flag: str, value: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["load", "--endpoint-url", "http://127.0.0.1:9", flag, value])
+    assert exit_info.value.code == 2
+    assert expected in capsys.readouterr().err
