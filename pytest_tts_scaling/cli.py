@@ -1,7 +1,8 @@
 """`tts-bench`: the five steps (and their helpers) from the command line.
 
 Each subcommand lives in `pytest_tts_scaling.commands.<name>` with `register(subparsers)`, which
-adds its parser and sets `func(args) -> int`. Exit codes: 0 ok/warn, 1 a failed check, 2 bad input.
+adds its parser and sets `func(args) -> int`. Exit codes: 0 ok/warn, 1 a failed check, 2 bad
+input or an endpoint that does not answer.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from pytest_tts_scaling import __version__
-from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.errors import ToolError
 
 COMMANDS = ("qmax", "ttotal", "drift", "plan", "validate", "thaw", "compare", "load")
 
@@ -35,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         code: int = args.func(args)
-    except InputError as exc:
+    except ToolError as exc:
         print(f"tts-bench {getattr(args, 'command', '')}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except argparse.ArgumentTypeError as exc:

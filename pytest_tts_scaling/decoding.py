@@ -4,6 +4,10 @@ A decoder is fed the body as it arrives and says how many payload bytes each pie
 available, so TTFAB is the arrival of the first piece that carried payload: for raw audio the
 first byte past a WAV header; for JSON lines the line whose field held the first audio; for a
 single JSON body, its end (no audio can be played before it is whole).
+
+Whether audio comes behind a RIFF/WAVE header is read from the bytes, never from the format the
+request asked for: a server may answer a pcm request with WAV, and a header can arrive in
+pieces, carry extra chunks (LIST, fact) before its data chunk, or start again for each segment.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+import struct
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -23,6 +29,10 @@ class DecodeError(ValueError):
 
 
 class Decoder(Protocol):
+    @property
+    def wav_bytes_per_second(self) -> int | None:
+        """Bytes per second of audio as a WAV header declared it; None where none did."""
+
     def feed(self, data: bytes) -> int:
         """Payload bytes made available by this piece of the body."""
 
@@ -38,11 +48,10 @@ class ResponseFormat:
     field: str | None = None
     encoding: Literal["base64", "none"] = "base64"
     streamed: bool = True
-    header_bytes: int = 0
 
     def decoder(self) -> Decoder:
         if self.kind == "audio":
-            return RawAudioDecoder(self.header_bytes)
+            return RawAudioDecoder()
         assert self.field is not None
         return JsonFieldDecoder(compile_field(self.field), self.encoding, self.streamed)
 
@@ -55,19 +64,98 @@ def compile_field(expression: str) -> Any:
         raise ValueError(f"not a JMESPath expression: {expression!r} ({reason})") from None
 
 
-class RawAudioDecoder:
-    """The body is audio, after an optional fixed-size header (a streaming WAV header)."""
+RIFF, WAVE, DATA, FMT = b"RIFF", b"WAVE", b"data", b"fmt "
+# A streaming WAV header cannot know its data size: writers put 0 or 0xFFFFFFFF there.
+UNKNOWN_SIZES = frozenset({0, 0xFFFFFFFF})
+CHUNK_ID = re.compile(rb"[ -~]{4}")
 
-    def __init__(self, header_bytes: int = 0):
-        self.header_left = header_bytes
+
+class WavSkipper:
+    """Counts the audio sample bytes of a byte stream, dropping RIFF/WAVE headers from it.
+
+    A header is looked for at the start and after each data chunk of known size ends (servers
+    that send one WAV file per segment); the chunks before `data` are skipped whatever they are,
+    and any piece of a header may arrive split across reads. Bytes that do not start with
+    `RIFF....WAVE` are audio as they are.
+    """
+
+    def __init__(self) -> None:
+        self.pending = bytearray()
+        self.state = "start"  # start | chunks | skip | data | after | raw
+        self.left: int | None = None  # bytes left in the current skipped or data chunk
+        self.wav_bytes_per_second: int | None = None
 
     def feed(self, data: bytes) -> int:
-        skip = min(self.header_left, len(data))
-        self.header_left -= skip
-        return len(data) - skip
+        if self.state == "raw" or (self.state == "data" and self.left is None):
+            return len(data)  # the hot path: audio with no header left to look for
+        self.pending += data
+        audio = 0
+        while self.pending and (step := self._step()) is not None:
+            audio += step
+        return audio
 
     def finish(self) -> int:
+        """Bytes still held back while undecided are audio if no header could start there."""
+        held = len(self.pending) if self.state in ("start", "after") else 0
+        self.pending.clear()
+        return held
+
+    def _step(self) -> int | None:
+        """Consume one piece of `pending`; its audio byte count, or None when more is needed."""
+        buf = self.pending
+        if self.state in ("raw", "data"):
+            take = len(buf) if self.left is None else min(self.left, len(buf))
+            del buf[:take]
+            if self.left is not None:
+                self.left -= take
+                if self.left == 0:
+                    self.state, self.left = "after", None
+            return take
+        if self.state in ("start", "after"):
+            head = bytes(buf[:12])
+            maybe_riff = RIFF.startswith(head[:4]) and WAVE.startswith(head[8:])
+            if len(head) < 12 and (maybe_riff or (self.state == "after" and len(head) < 4)):
+                return None  # could still be a header
+            if head[:4] == RIFF and head[8:12] == WAVE:
+                del buf[:12]
+                self.state = "chunks"
+                return 0
+            if self.state == "after" and len(head) >= 4 and CHUNK_ID.fullmatch(head[:4]):
+                self.state = "chunks"  # a chunk after the data (LIST at the end of a file)
+                return 0
+            self.state = "raw"
+            return 0
+        if self.state == "chunks":
+            if len(buf) < 8:
+                return None
+            kind, (size,) = bytes(buf[:4]), struct.unpack("<I", buf[4:8])
+            if kind == FMT:
+                if len(buf) < 8 + min(size, 16):
+                    return None
+                self._read_fmt(bytes(buf[8 : 8 + min(size, 16)]))
+            del buf[:8]
+            if kind == DATA:
+                self.state, self.left = "data", None if size in UNKNOWN_SIZES else size
+            else:
+                self.state, self.left = "skip", size + (size & 1)  # chunks are word-aligned
+            return 0
+        assert self.left is not None  # skipping a chunk
+        take = min(self.left, len(buf))
+        del buf[:take]
+        self.left -= take
+        if self.left == 0:
+            self.state, self.left = "chunks", None
         return 0
+
+    def _read_fmt(self, fmt: bytes) -> None:
+        if len(fmt) < 16:
+            return
+        channels, rate, _, _, bits = struct.unpack("<HIIHH", fmt[2:16])
+        self.wav_bytes_per_second = rate * channels * (bits // 8) or None
+
+
+class RawAudioDecoder(WavSkipper):
+    """The body is audio, behind a WAV header when the bytes carry one."""
 
 
 class JsonFieldDecoder:
@@ -78,6 +166,12 @@ class JsonFieldDecoder:
         self.encoding = encoding
         self.streamed = streamed
         self.buffer = bytearray()
+        # base64 audio is a byte stream of its own, which may carry WAV headers too.
+        self.audio = WavSkipper()
+
+    @property
+    def wav_bytes_per_second(self) -> int | None:
+        return self.audio.wav_bytes_per_second
 
     def feed(self, data: bytes) -> int:
         self.buffer += data
@@ -94,7 +188,7 @@ class JsonFieldDecoder:
     def finish(self) -> int:
         rest = bytes(self.buffer).strip()
         self.buffer.clear()
-        return self._payload(rest) if rest else 0
+        return (self._payload(rest) if rest else 0) + self.audio.finish()
 
     def _payload(self, text: bytes) -> int:
         try:
@@ -108,7 +202,8 @@ class JsonFieldDecoder:
             if not isinstance(value, str):
                 raise DecodeError(f"{self.field.expression} is {type(value).__name__}, not base64")
             try:
-                return len(base64.b64decode(value, validate=True))
+                decoded = base64.b64decode(value, validate=True)
             except binascii.Error as exc:
                 raise DecodeError(f"{self.field.expression} is not base64: {exc}") from None
+            return self.audio.feed(decoded)
         return len(json.dumps(value).encode())

@@ -58,7 +58,33 @@ class Endpoint(abc.ABC):
 
     @property
     def queue_max_depth(self) -> int | None:
-        """The container's admission bound as deployed; None when unbounded or unknown."""
+        """The admission bound: as deployed, or as the endpoint's own 503 answers named it
+        (the lower where both are known); None when unbounded or unknown."""
+        known = [b for b in (self._deployed_queue_max_depth, self.observed_queue_max_depth) if b]
+        return min(known) if known else None
+
+    # `max_queue_depth` from the endpoint's own 503 answers, and where it was first seen.
+    observed_queue_max_depth: int | None = None
+    observed_queue_max_depth_at: str | None = None
+
+    def observe_queue_max_depth(self, bound: int, where: str) -> None:
+        """Learn the admission bound from a 503 answer's body (SPEC §7), e.g. during a rung."""
+        if self.observed_queue_max_depth is None or bound < self.observed_queue_max_depth:
+            self.observed_queue_max_depth = bound
+            self.observed_queue_max_depth_at = where
+
+    @property
+    def queue_max_depth_source(self) -> str | None:
+        """Where :attr:`queue_max_depth` comes from, in words for the report."""
+        bound = self.queue_max_depth
+        if bound is None:
+            return None
+        if bound == self._deployed_queue_max_depth:
+            return "QUEUE_MAX_DEPTH in the deployed container environment"
+        return f"max_queue_depth in the endpoint's 503 answer {self.observed_queue_max_depth_at}"
+
+    @property
+    def _deployed_queue_max_depth(self) -> int | None:
         raw = self.deployed.container_env.get("QUEUE_MAX_DEPTH", "")
         return int(raw) if raw.strip().isdigit() and int(raw) > 0 else None
 

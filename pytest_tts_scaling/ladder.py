@@ -13,12 +13,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import append_jsonl, save
 from pytest_tts_scaling.endpoint import Endpoint
-from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.loadgen import RungRun, run_rung
+from pytest_tts_scaling.errors import EndpointUnavailable, InputError
+from pytest_tts_scaling.health import learn_admission_bound, require_answer, silence_after
+from pytest_tts_scaling.loadgen import RungRun, client_lag_bound_ms, run_rung, stall_bound_s
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.records import RequestRecord, RequestSpec
 from pytest_tts_scaling.schema import Provenance, QmaxArtifact, Rung, qmax_filename
@@ -58,7 +60,27 @@ class LadderResult:
         ]
         if a.endpoint == "local":
             lines.append("qmax: measured on the untrained development model (real architecture)")
+        if a.admission_bound is not None:
+            lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
+        lines.extend(client_saturation_lines(a.rungs))
         return lines
+
+
+def client_saturation_lines(rungs: list[Rung]) -> list[str]:
+    """Where the client could not keep time, and up to which N it could (issue 12)."""
+    saturated = [r for r in rungs if r.unusable_reason == "client_saturated" and r.client]
+    if not saturated:
+        return []
+    first = min(saturated, key=lambda r: r.concurrency)
+    client = first.client
+    assert client is not None
+    kept = f"N={client.kept_time_up_to}" if client.kept_time_up_to else "no rung"
+    return [
+        f"qmax: the load client could not keep time at N={first.concurrency} (event-loop lag "
+        f"p99 {client.lag_p99_ms or 0:.0f} ms > {client.lag_bound_ms or 0:.0f} ms, CPU "
+        f"{(client.cpu_share or 0) * 100:.0f}%); it kept time up to {kept}: measure higher "
+        "concurrency from more client processes"
+    ]
 
 
 def iso_ns(epoch_ns: int) -> str:
@@ -104,13 +126,15 @@ def git_commit() -> str | None:
 
 
 def check_admission_bound(endpoint: Endpoint, top_rung: int, allow: bool) -> None:
-    """Refuse a ladder that climbs above the container's admission bound (SPEC §4)."""
+    """Refuse a ladder that climbs above the container's admission bound (SPEC §4), whether
+    it was deployed (QUEUE_MAX_DEPTH) or named by the endpoint's own 503 answers."""
     bound = endpoint.queue_max_depth
     if bound is not None and bound < top_rung and not allow:
         raise InputError(
-            f"QUEUE_MAX_DEPTH of {endpoint.name} is {bound}, below the top rung {top_rung}: rungs "
-            f"above it would only measure the admission gate; expected QUEUE_MAX_DEPTH >= "
-            f"{top_rung} (redeploy unbounded, lower --ladder, or pass --allow-shallow-queue)"
+            f"the admission bound of {endpoint.name} is {bound} ({endpoint.queue_max_depth_source})"
+            f", below the top rung {top_rung}: rungs above it would only measure the admission "
+            f"gate; expected a bound >= {top_rung} (redeploy unbounded, lower --ladder, or pass "
+            "--allow-shallow-queue)"
         )
 
 
@@ -123,6 +147,13 @@ def run_ladder(
 ) -> LadderResult:
     run = settings.run
     workload = workload or workload_for(run, endpoint.kind)
+    check_admission_bound(endpoint, max(settings.ladder), run.allow_shallow_queue)
+    stall_s = stall_bound_s(settings.slo_ms)
+
+    def probe_request(worker: int, seq: int) -> RequestSpec:
+        return workload.request(1, worker, seq)
+
+    health = require_answer(endpoint, run.transport, probe_request, stall_s=stall_s)
     check_admission_bound(endpoint, max(settings.ladder), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")
@@ -177,7 +208,15 @@ def run_ladder(
                 "format": workload.format,
             },
             runs_q_max=[select_qmax(r)[0] for r in runs],
+            admission_bound=endpoint.queue_max_depth,
+            admission_bound_source=endpoint.queue_max_depth_source,
+            probe=health.summary(),
         )
+
+    def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
+        """End the run early: the rungs measured so far stay in the artifact, marked incomplete."""
+        save(artifact(rungs, complete=False, stop_reason=reason), path)
+        raise error
 
     measured = 0
     for run_index in range(1, run.runs + 1):
@@ -186,9 +225,20 @@ def run_ladder(
         while (concurrency := next_concurrency(settings.ladder, rungs)) is not None:
             if measured:
                 time.sleep(settings.gap_s)
-            rung = _measure_rung(
+            rung, heard = _measure_rung(
                 endpoint, settings, workload, concurrency, records_path, inputs_path
             )
+            seen = silence_after(endpoint, heard, run.transport, probe_request, stall_s=stall_s)
+            if seen is not None:
+                reason = f"endpoint stopped answering at N={concurrency}: {seen}"
+                stop(
+                    rungs,
+                    reason,
+                    EndpointUnavailable(
+                        f"{endpoint.name}: {reason}; the rungs measured before it are kept in "
+                        f"{path}, marked incomplete"
+                    ),
+                )
             rung = rung.model_copy(
                 update={
                     "run": run_index,
@@ -197,9 +247,18 @@ def run_ladder(
             )
             rungs.append(rung)
             measured += 1
+            if rung.client is not None:
+                rung.client.kept_time_up_to = max(
+                    (r.concurrency for r in rungs if r.unusable_reason != "client_saturated"),
+                    default=None,
+                )
             save(artifact(rungs, complete=False, stop_reason="measuring"), path)
             elapsed = time.monotonic() - started
             progress(_progress_line(rung, settings.slo_ms, elapsed, max(0.0, budget - elapsed)))
+            try:
+                check_admission_bound(endpoint, max(settings.ladder), run.allow_shallow_queue)
+            except InputError as exc:
+                stop(rungs, f"refused: {exc}", exc)
     final = min(runs, key=lambda r: select_qmax(r)[0] or 0)
     endpoint.thaw()  # the load has stopped: restore the endpoint before the CloudWatch join
     annotated = endpoint.annotate_rungs(final)
@@ -219,7 +278,8 @@ def _measure_rung(
     concurrency: int,
     records_path: Path,
     inputs_path: Path,
-) -> Rung:
+) -> tuple[Rung, RungRun]:
+    """The judged rung and what the engine heard during it."""
     before = endpoint.instance_count()
     inputs: list[dict[str, object]] = []
 
@@ -249,10 +309,13 @@ def _measure_rung(
                 measure_s=settings.measure_s,
                 should_extend=lambda window: straddles_slo(window, settings.slo_ms),
                 max_extensions=MAX_EXTENSIONS,
+                stall_s=stall_bound_s(settings.slo_ms),
             )
 
     result = asyncio.run(measure())
     after = endpoint.instance_count()
+    learn_admission_bound(endpoint, result.records, f"at N={concurrency}")
+    lag_bound = client_lag_bound_ms(settings.slo_ms)
     append_jsonl(records_path, [_record_row(r, result) for r in result.records])
     append_jsonl(inputs_path, inputs)
     mean, peak = time_weighted_in_flight(
@@ -271,10 +334,13 @@ def _measure_rung(
             instance_count=after,
             window_start=iso_ns(result.window_start_ns + result.epoch_offset_ns),
             window_end=iso_ns(result.window_end_ns + result.epoch_offset_ns),
+            client_lag_p99_ms=result.client.lag_p99_ms,
+            client_lag_bound_ms=lag_bound,
         ),
         settings.slo_ms,
     )
-    return rung.model_copy(update={"extensions": result.extensions})
+    client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
+    return rung.model_copy(update={"extensions": result.extensions, "client": client}), result
 
 
 def _record_row(record: RequestRecord, result: RungRun) -> dict[str, object]:

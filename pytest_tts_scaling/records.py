@@ -1,13 +1,20 @@
 """One request's measurement: the timer transports report to, and the record it becomes.
 
 TTFAB is taken where the first byte of audio samples arrives (SPEC §3): a transport hands every
-body byte it reads to :meth:`StreamTimer.body`, which skips a WAV header, so no transport can
-mistake headers or control frames for audio.
+body byte it reads to :meth:`StreamTimer.body`, which skips a WAV header wherever the bytes carry
+one, so no transport can mistake headers or control frames for audio.
+
+A request that did not end in audio says why in `error_code`, with a stable prefix: `no_audio`
+(an answer began, or ended, without audio), `http_<code>`, `connection_refused`, `dns_error`,
+`tls_error`, `connect_timeout`, `connection_dropped`, `stalled`, `decode_error`,
+`cancelled_at_drain`, `invocation_timeout`.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import time
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
@@ -18,26 +25,24 @@ from pytest_tts_scaling.stats import underrun_s
 
 Status = Literal["ok", "rejected", "error", "timeout"]
 REJECTION_CODES = frozenset({408, 429, 503})
-WAV_HEADER_BYTES = 44
+
+
+class ConnectTimeout(OSError):
+    """The connection to the endpoint was not established in time."""
 
 
 @dataclass(frozen=True)
 class AudioFormat:
-    """How many bytes make a second of audio, and how many leading bytes are not audio."""
+    """How many bytes make a second of audio, unless a WAV header in the answer says otherwise."""
 
     sample_rate: int = 24000
     sample_width: int = 2
     channels: int = 1
-    header_bytes: int = 0
 
     @property
     def bytes_per_second(self) -> int:
         """0 for payloads that are not audio (an embedding, say): they have no duration."""
         return self.sample_rate * self.sample_width * self.channels
-
-    @classmethod
-    def for_format(cls, fmt: str) -> AudioFormat:
-        return cls(header_bytes=WAV_HEADER_BYTES if fmt == "wav" else 0)
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,7 @@ class RequestSpec:
         return self.raw if self.raw is not None else json.dumps(self.body).encode()
 
     def decoder(self) -> Decoder:
-        response = self.response or ResponseFormat(header_bytes=self.audio.header_bytes)
-        return response.decoder()
+        return (self.response or ResponseFormat()).decoder()
 
 
 @dataclass
@@ -83,22 +87,30 @@ class StreamTimer:
     status: Status = "error"
     error_code: str | None = None
     target: str | None = None
+    # The admission bound a 503 answer's body named (`max_queue_depth`), if it named one.
+    max_queue_depth: int | None = None
+    # When the endpoint last showed life on this exchange: the request written, or bytes read.
+    last_activity_ns: int | None = None
 
     def __post_init__(self) -> None:
         if self.decoder is None:
-            self.decoder = RawAudioDecoder(self.audio.header_bytes)
+            self.decoder = RawAudioDecoder()
 
     def started(self) -> None:
         """Call just before the request is written."""
-        self.start_ns = self.clock_ns()
+        self.start_ns = self.last_activity_ns = self.clock_ns()
 
     def body(self, data: bytes) -> None:
         """Call for every body byte read; only payload (audio) bytes are timed."""
         assert self.decoder is not None
-        self._arrived(self.clock_ns(), self.decoder.feed(data))
+        now = self.last_activity_ns = self.clock_ns()
+        self._arrived(now, self.decoder.feed(data))
 
     def finished(self, status: Status, error_code: str | None = None) -> None:
-        """Call once when the exchange ends; a body that decodes badly turns ok into error."""
+        """Call once when the exchange ends.
+
+        An answer that ends well but carried no payload, or decodes badly, is an error.
+        """
         now = self.clock_ns()
         if status == "ok":
             assert self.decoder is not None
@@ -106,9 +118,29 @@ class StreamTimer:
                 self._arrived(now, self.decoder.finish())
             except DecodeError as exc:
                 status, error_code = "error", f"decode_error: {exc}"
+            else:
+                if self.first_audio_ns is None:
+                    status, error_code = "error", "no_audio"
         self.end_ns = now
         self.status = status
         self.error_code = error_code
+
+    def failed(self, exc: BaseException, *, answered: bool | None = None) -> None:
+        """The exchange broke with `exc` (a socket or protocol error): record what was seen.
+
+        `answered`: whether the endpoint had begun its answer; by default, whether a status
+        line arrived.
+        """
+        if self.start_ns is None:
+            self.started()
+        began = self.http_status is not None if answered is None else answered
+        self.finished("error", failure_code(exc, answered=began, audio=self.audio_bytes > 0))
+
+    @property
+    def bytes_per_second(self) -> int:
+        """From the answer's WAV header where it had one, else from the requested format."""
+        declared = self.decoder.wav_bytes_per_second if self.decoder is not None else None
+        return declared or self.audio.bytes_per_second
 
     def _arrived(self, now: int, payload: int) -> None:
         if payload <= 0:
@@ -142,6 +174,7 @@ class RequestRecord:
     epoch_start_ns: int
     target: str | None = None
     component: str | None = None
+    max_queue_depth: int | None = None
 
     @classmethod
     def from_timer(
@@ -150,7 +183,7 @@ class RequestRecord:
         """`epoch_offset_ns` converts the monotonic clock to wall-clock ns for joins."""
         assert timer.start_ns is not None
         assert timer.end_ns is not None
-        bps = spec.audio.bytes_per_second
+        bps = timer.bytes_per_second
         ttfab_ms = ms(timer.first_audio_ns - timer.start_ns) if timer.first_audio_ns else None
         times = [at for at, _ in timer.chunks]
         gaps = tuple(ms(b - a) for a, b in pairwise(times))
@@ -180,6 +213,7 @@ class RequestRecord:
             epoch_start_ns=timer.start_ns + epoch_offset_ns,
             target=timer.target,
             component=spec.component,
+            max_queue_depth=timer.max_queue_depth,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -190,3 +224,18 @@ class RequestRecord:
 
 def ms(ns: int) -> float:
     return ns / 1e6
+
+
+def failure_code(exc: BaseException, *, answered: bool, audio: bool) -> str:
+    """The error code of a broken exchange: where it broke, not the exception's class name."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection_refused"
+    if isinstance(exc, socket.gaierror):
+        return "dns_error"
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return "tls_error"
+    if isinstance(exc, ConnectTimeout):
+        return "connect_timeout"
+    if answered and not audio:
+        return "no_audio"
+    return "connection_dropped"

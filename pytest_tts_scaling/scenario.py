@@ -115,9 +115,8 @@ class Scenario(_Section):
         return {key: value for key, value in values.items() if value is not None}
 
     def response_format(self) -> ResponseFormat:
-        header = 44 if self.request.format == "wav" else 0
         if self.request.response == "audio":
-            return ResponseFormat(kind="audio", header_bytes=header)
+            return ResponseFormat(kind="audio")
         return ResponseFormat(
             kind="json",
             field=self.request.response_field,

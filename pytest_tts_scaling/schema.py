@@ -71,6 +71,24 @@ class Provenance(_Model):
     git_commit: str | None = None
 
 
+class ClientTiming(_Model):
+    """The load client's own timekeeping over a measure window (issue 12: client honesty).
+
+    `lag_*`: how late the client's event loop woke a 5 ms ticker; every timestamp the client
+    takes is late by about as much, so this bounds its TTFAB error. `cpu_share`: the loop
+    thread's CPU time over wall time (1.0 = the client had no time to spare).
+    `kept_time_up_to`: the highest concurrency of this run at which the client kept time.
+    """
+
+    ticks: int = Field(ge=0)
+    lag_p50_ms: float | None = None
+    lag_p99_ms: float | None = None
+    lag_max_ms: float | None = None
+    cpu_share: float | None = None
+    lag_bound_ms: float | None = None
+    kept_time_up_to: int | None = None
+
+
 class Rung(_Model):
     """One concurrency level of the ladder and its verdict."""
 
@@ -103,6 +121,7 @@ class Rung(_Model):
     window_end: str | None = None
     cw_max: float | None = None
     instance_count: int | None = None
+    client: ClientTiming | None = None
     load_avg_1m: float | None = None
 
 
@@ -129,6 +148,11 @@ class QmaxArtifact(_Model):
     inputs_file: str | None = None
     settings: dict[str, object] = Field(default_factory=dict)
     runs_q_max: list[int | None] = Field(default_factory=list)
+    # The endpoint's admission bound and where it was read (the deployed QUEUE_MAX_DEPTH, or
+    # `max_queue_depth` in its own 503 answers); the health probe before rung 1.
+    admission_bound: int | None = None
+    admission_bound_source: str | None = None
+    probe: dict[str, object] = Field(default_factory=dict)
     host: Host | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)

@@ -33,6 +33,10 @@ class RungInputs:
     phase: str = "ladder"
     window_start: str | None = None
     window_end: str | None = None
+    # The client's own event-loop lateness (p99 over the window) and how much of it the SLO
+    # tolerates: beyond it the client's clock, not the server, set the numbers.
+    client_lag_p99_ms: float | None = None
+    client_lag_bound_ms: float | None = None
 
 
 def unusable_reason(inputs: RungInputs) -> str | None:
@@ -42,6 +46,9 @@ def unusable_reason(inputs: RungInputs) -> str | None:
     answered = len(inputs.window)
     if inputs.instance_count_changed:
         return "instance_count_changed"
+    lag, bound = inputs.client_lag_p99_ms, inputs.client_lag_bound_ms
+    if lag is not None and bound is not None and lag > bound:
+        return "client_saturated"
     if not ok:
         return "nothing_completed"
     if answered and rejected / answered > MAX_REJECTED_SHARE:

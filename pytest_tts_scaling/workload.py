@@ -117,9 +117,7 @@ class Workload:
             model=model,
             template=template,
             response=scenario.response_format(),
-            audio=AudioFormat(
-                sample_rate=request.sample_rate, header_bytes=44 if request.format == "wav" else 0
-            ),
+            audio=AudioFormat(sample_rate=request.sample_rate),
             component=component or scenario.endpoint.inference_component,
         )
 
@@ -156,7 +154,7 @@ class Workload:
         return RequestSpec(
             request_id=request_id,
             body=body,
-            audio=self.audio if self.response is not None else AudioFormat.for_format(self.format),
+            audio=self.audio,
             voice=voice,
             text_chars=len(text),
             raw=raw,

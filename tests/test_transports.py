@@ -1,23 +1,36 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
+
+from fault_server import FaultServer
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.loadgen import ClosedLoop
-from pytest_tts_scaling.transports import error_outcome
+from pytest_tts_scaling.records import RequestRecord
+from pytest_tts_scaling.transports import admission_bound, error_outcome
 from pytest_tts_scaling.transports.balanced import LeastOutstandingTransport
 from pytest_tts_scaling.transports.http import HttpStreamTransport
+from pytest_tts_scaling.verdicts import RungInputs, judge
 from pytest_tts_scaling.workload import Workload
 
 
 def test_error_outcome_reads_the_json_code() -> None:
     assert error_outcome(503, b'{"error":"queue_saturated","queue_depth":2}') == (
         "rejected",
-        "queue_saturated",
+        "http_503:queue_saturated",
     )
     assert error_outcome(429, b"slow down") == ("rejected", "http_429")
-    assert error_outcome(400, b'{"error":"invalid_text"}') == ("error", "invalid_text")
+    assert error_outcome(400, b'{"error":"invalid_text"}') == ("error", "http_400:invalid_text")
+
+
+def test_admission_bound_is_read_from_the_503_body() -> None:
+    body = b'{"error":"queue_saturated","queue_depth":8,"max_queue_depth":8}'
+    assert admission_bound(body) == 8
+    assert admission_bound(b'{"error":"queue_saturated"}') is None
+    assert admission_bound(b'{"max_queue_depth":"8"}') is None
+    assert admission_bound(b"<html>busy</html>") is None
 
 
 def test_least_outstanding_spreads_and_adds_instances() -> None:
@@ -57,4 +70,58 @@ def test_connection_refused_is_a_failed_request_not_a_crash() -> None:
 
     outcomes = asyncio.run(go())
     assert outcomes
-    assert set(outcomes) == {"error:ConnectionRefusedError"}
+    assert set(outcomes) == {"error:connection_refused"}
+
+
+def test_one_answer_in_ten_without_audio_is_counted_as_an_error() -> None:
+    """Headers, then the connection drops: `no_audio`, counted among the rung's failures."""
+    workload = Workload()
+    with FaultServer(first_audio_s=0.005, service_s=0.01, drop_every=10) as server:
+
+        async def go() -> list[RequestRecord]:
+            transport = HttpStreamTransport(server.base_url)
+            loop = ClosedLoop(transport, lambda w, s: workload.request(2, w, s), concurrency=2)
+            loop.start()
+            await loop.wait_for(lambda: len(loop.records) >= 60, timeout_s=60)
+            await loop.stop()
+            return loop.records
+
+        records = asyncio.run(go())
+    served = server.served
+    failed = [r for r in records if r.status != "ok"]
+    assert {(r.status, r.error_code, r.http_status) for r in failed} == {("error", "no_audio", 200)}
+    assert len(failed) == served // 10
+    assert all(r.ttfab_ms is None for r in failed)
+    rung = judge(
+        RungInputs(
+            concurrency=2, window=records, measure_s=1.0, concurrency_mean=2.0, concurrency_max=2.0
+        ),
+        1000.0,
+    )
+    assert rung.failed == len(failed)
+    assert rung.completed == len(records) - len(failed)
+
+
+def test_a_stalled_answer_is_cut_at_the_stall_bound_not_drained_for_30_s() -> None:
+    workload = Workload()
+    with FaultServer(first_audio_s=0.01, service_s=0.02, stall_after=3) as server:
+
+        async def go() -> tuple[list[RequestRecord], float, bool]:
+            transport = HttpStreamTransport(server.base_url)
+            loop = ClosedLoop(
+                transport, lambda w, s: workload.request(1, w, s), concurrency=1, stall_s=0.5
+            )
+            loop.start()
+            await loop.wait_for(lambda: len(loop.records) >= 4, timeout_s=10)
+            started = time.monotonic()
+            await loop.stop()
+            return loop.records, time.monotonic() - started, loop.stopped_answering.is_set()
+
+        records, stop_s, silent = asyncio.run(go())
+    assert [r.status for r in records[:3]] == ["ok"] * 3
+    stalled = records[3]
+    assert (stalled.status, stalled.error_code) == ("timeout", "stalled")
+    assert 0.5 <= stalled.latency_ms / 1000 < 1.0
+    assert {r.error_code for r in records[4:]} <= {"stalled", "cancelled_at_drain"}
+    assert silent  # nothing was answered for the stall bound: the endpoint stopped answering
+    assert stop_s < 2.0

@@ -25,6 +25,9 @@ class Session(Protocol):
 
 class Transport(abc.ABC):
     name: str
+    # What opening or using a session raises when the endpoint, not the code, is at fault: the
+    # load engine records it as a failed request and reopens.
+    connection_errors: tuple[type[BaseException], ...] = (OSError,)
 
     async def __aenter__(self) -> Transport:
         return self
@@ -41,13 +44,28 @@ class Transport(abc.ABC):
 
 
 def error_outcome(http_status: int, body: bytes) -> tuple[Status, str]:
-    """Classify a non-200 answer: rejections (503/429/408) apart from errors, with the JSON code."""
+    """Classify a non-200 answer: rejections (503/429/408) apart from errors.
+
+    The code is `http_<status>`, followed by the JSON body's own code where it has one
+    (`http_503:queue_saturated`).
+    """
     status: Status = "rejected" if http_status in REJECTION_CODES else "error"
     code = f"http_{http_status}"
+    parsed = _json_object(body)
+    if isinstance(parsed.get("error"), str):
+        code += f":{parsed['error']}"
+    return status, code
+
+
+def admission_bound(body: bytes) -> int | None:
+    """`max_queue_depth` from an admission gate's 503 body (SPEC §7), None if it names none."""
+    bound = _json_object(body).get("max_queue_depth")
+    return bound if isinstance(bound, int) and not isinstance(bound, bool) and bound >= 0 else None
+
+
+def _json_object(body: bytes) -> dict[str, object]:
     try:
         parsed = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        return status, code
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
-        code = parsed["error"]
-    return status, code
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

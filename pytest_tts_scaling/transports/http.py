@@ -16,8 +16,14 @@ from urllib.parse import urlsplit
 
 import h11
 
-from pytest_tts_scaling.records import RequestSpec, StreamTimer
-from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, Session, Transport, error_outcome
+from pytest_tts_scaling.records import ConnectTimeout, RequestSpec, StreamTimer
+from pytest_tts_scaling.transports import (
+    INVOCATION_LIMIT_S,
+    Session,
+    Transport,
+    admission_bound,
+    error_outcome,
+)
 
 READ_SIZE = 65536
 CONNECT_TIMEOUT_S = 10.0
@@ -61,10 +67,15 @@ class _HttpSession:
     async def _connect(self) -> None:
         t = self.transport
         context = ssl.create_default_context() if t.tls else None
-        self.reader, self.writer = await asyncio.wait_for(
-            asyncio.open_connection(t.host, t.port, ssl=context, limit=READ_SIZE * 4),
-            CONNECT_TIMEOUT_S,
-        )
+        try:
+            self.reader, self.writer = await asyncio.wait_for(
+                asyncio.open_connection(t.host, t.port, ssl=context, limit=READ_SIZE * 4),
+                CONNECT_TIMEOUT_S,
+            )
+        except TimeoutError:
+            raise ConnectTimeout(
+                f"no connection to {t.host}:{t.port} in {CONNECT_TIMEOUT_S:g} s"
+            ) from None
         self.connection = h11.Connection(h11.CLIENT)
 
     async def send(self, request: RequestSpec, timer: StreamTimer) -> None:
@@ -80,9 +91,7 @@ class _HttpSession:
             timer.finished("timeout", "invocation_timeout")
         except (OSError, h11.ProtocolError, asyncio.IncompleteReadError) as exc:
             self.close()
-            if timer.start_ns is None:
-                timer.started()
-            timer.finished("error", type(exc).__name__)
+            timer.failed(exc)
 
     async def _exchange(self, request: RequestSpec, body: bytes, timer: StreamTimer) -> None:
         connection, reader, writer = self.connection, self.reader, self.writer
@@ -129,6 +138,8 @@ class _HttpSession:
             timer.finished("ok")
         else:
             outcome, code = error_outcome(status, bytes(error_body))
+            if outcome == "rejected":
+                timer.max_queue_depth = admission_bound(bytes(error_body))
             timer.finished(outcome, code)
         with contextlib.suppress(h11.LocalProtocolError):
             connection.start_next_cycle()

@@ -11,7 +11,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
 from pytest_tts_scaling.records import RequestSpec, StreamTimer
-from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, Session, Transport
+from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, Session, Transport, admission_bound
 
 BIDI_PATH = "/invocations-bidirectional-stream"
 QUEUE_SATURATED = "queue_saturated"
@@ -19,6 +19,7 @@ QUEUE_SATURATED = "queue_saturated"
 
 class WebSocketTransport(Transport):
     name = "bidi"
+    connection_errors = (OSError, WebSocketException)
 
     def __init__(self, base_url: str, *, timeout_s: float = INVOCATION_LIMIT_S):
         self.url = "ws" + base_url.rstrip("/").removeprefix("http") + BIDI_PATH
@@ -36,12 +37,14 @@ class _WebSocketSession:
         self.timeout_s = timeout_s
 
     async def send(self, request: RequestSpec, timer: StreamTimer) -> None:
+        answered = False
         try:
             async with asyncio.timeout(self.timeout_s):
                 timer.started()
                 await self.connection.send(request.payload.decode())
                 while True:
                     frame = await self.connection.recv()
+                    answered = True
                     if isinstance(frame, bytes):
                         timer.body(frame)
                         continue
@@ -52,11 +55,16 @@ class _WebSocketSession:
                         return
                     if kind == "error":
                         code = str(message.get("error", "error"))
+                        if code == QUEUE_SATURATED:
+                            timer.max_queue_depth = admission_bound(frame.encode())
                         timer.finished("rejected" if code == QUEUE_SATURATED else "error", code)
                         return
         except TimeoutError:
             timer.finished("timeout", "invocation_timeout")
             raise  # the session is mid-stream and cannot carry another request
-        except (WebSocketException, OSError, ValueError) as exc:
-            timer.finished("error", type(exc).__name__)
+        except ValueError as exc:
+            timer.finished("error", f"decode_error: {exc}")
+            raise
+        except (WebSocketException, OSError) as exc:
+            timer.failed(exc, answered=answered)
             raise

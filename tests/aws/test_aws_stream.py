@@ -14,13 +14,14 @@ from eventstream_server import (
     payload_part,
     stream_exception,
 )
+from tts_container.audio import wav_header
 
 from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
 from pytest_tts_scaling.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.transports import INVOCATION_LIMIT_S
 
 PCM = b"\x01\x00" * 2400  # 0.1 s at 24 kHz, 16-bit mono
-WAV_HEADER = b"RIFF" + b"\x00" * 40
+WAV_HEADER = wav_header(24000)
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def send(
     spec = RequestSpec(
         request_id="req-1",
         body={"text": "Hello there.", "voice": "af_heart", "format": fmt, "request_id": "req-1"},
-        audio=AudioFormat.for_format(fmt),
+        audio=AudioFormat(),
     )
     timer = StreamTimer(spec.audio)
 
@@ -114,7 +115,7 @@ def test_admission_gate_503_through_model_error_is_a_rejection(
     _, record = send("full")
     assert (record.status, record.error_code, record.http_status) == (
         "rejected",
-        "queue_saturated",
+        "http_503:queue_saturated",
         503,
     )
     assert record.ttfab_ms is None

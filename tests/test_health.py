@@ -1,0 +1,222 @@
+"""A dead, broken, stalling or gated endpoint is named as such, in seconds, and never blamed on
+the SLO: the health probe before rung 1, the check after a rung that heard nothing, and the
+admission bound read from the endpoint's own 503 body."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from fault_server import FaultServer
+
+from pytest_tts_scaling import cli
+from pytest_tts_scaling.endpoint import UrlEndpoint
+from pytest_tts_scaling.errors import EndpointUnavailable, InputError
+from pytest_tts_scaling.health import require_answer
+from pytest_tts_scaling.ladder import run_ladder
+from pytest_tts_scaling.loadgen import stall_bound_s
+from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.records import RequestSpec
+from pytest_tts_scaling.workload import Workload
+
+WORKLOAD = Workload()
+
+
+def request(worker: int, seq: int) -> RequestSpec:
+    return WORKLOAD.request(1, worker, seq)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def quick_stalls(monkeypatch: pytest.MonkeyPatch) -> float:
+    """A 1 s stall bound instead of the 5 s floor, so the tests stay short."""
+    monkeypatch.setattr("pytest_tts_scaling.loadgen.STALL_FLOOR_S", 1.0)
+    return stall_bound_s(200)
+
+
+def settings(url: str, tmp_path: Path, ladder: str, **extra: object):  # type: ignore[no-untyped-def]
+    options = RunOptions(
+        endpoint_url=url,
+        ladder=tuple(int(n) for n in ladder.split(",")),
+        slo_ms=200,
+        hold_s=1.5,
+        measure_s=1.0,
+        gap_s=0,
+        artifacts_dir=tmp_path,
+        **extra,  # type: ignore[arg-type]
+    )
+    return options.for_kind()
+
+
+def artifact(tmp_path: Path) -> dict[str, object]:
+    [path] = tmp_path.glob("qmax-*.json")
+    return dict(json.loads(path.read_text()))
+
+
+def test_stall_bound_is_tied_to_the_slo() -> None:
+    assert stall_bound_s(200) == 5.0
+    assert stall_bound_s(3000) == 6.0
+
+
+def test_connection_refused_is_named_in_seconds() -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    started = time.monotonic()
+    with pytest.raises(EndpointUnavailable) as caught:
+        require_answer(UrlEndpoint(url), "response-stream", request, stall_s=5.0)
+    assert time.monotonic() - started < 3.0
+    assert str(caught.value) == (
+        f"endpoint {url} does not answer: connection refused (3 of 3 requests); "
+        "nothing was measured"
+    )
+
+
+def test_tts_bench_exits_2_with_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    args = ["qmax", "--endpoint-url", url, "--ladder", "1,2", "--artifacts-dir", str(tmp_path)]
+    started = time.monotonic()
+    assert cli.main([*args, "--hold-s", "2", "--measure-s", "1", "--gap-s", "0"]) == 2
+    assert time.monotonic() - started < 5.0
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert errors == [
+        f"tts-bench qmax: error: endpoint {url} does not answer: connection refused "
+        "(3 of 3 requests); nothing was measured"
+    ]
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (500, "every answer is HTTP 500 internal_error: the endpoint is broken, not slow"),
+        (400, "every answer is HTTP 400 internal_error: it refuses the workload's request"),
+    ],
+)
+def test_an_error_on_every_answer_is_a_broken_endpoint(status: int, said: str) -> None:
+    with FaultServer(status=status) as server:
+        with pytest.raises(EndpointUnavailable, match=f"does not answer: {said} \\(3 of 3"):
+            require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=5)
+        assert server.served == 3
+
+
+def test_silence_after_the_headers_is_a_stall_within_the_bound() -> None:
+    with FaultServer(stall_after=0) as server:
+        started = time.monotonic()
+        with pytest.raises(EndpointUnavailable, match=r"sent nothing for 1 s \(stalled\)"):
+            require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=1)
+        assert time.monotonic() - started < 2.5
+        assert server.served == 1  # a stall is not retried
+
+
+def test_a_healthy_endpoint_passes_the_probe_with_one_request() -> None:
+    with FaultServer() as server:
+        probe = require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=5)
+    assert probe.healthy
+    assert probe.summary()["requests"] == 1
+    assert probe.answer is not None
+    assert probe.answer.rung == 0
+
+
+@pytest.mark.parametrize("fault", ["stalls", "dies"])
+def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
+    fault: str, tmp_path: Path, quick_stalls: float
+) -> None:
+    with FaultServer() as server:
+
+        def progress(line: str) -> None:
+            if "N=1 " in line:  # rung 1 is measured: now the server fails
+                if fault == "stalls":
+                    server.stall_after = server.served
+                else:
+                    server.stop_listening()
+
+        endpoint = UrlEndpoint(server.base_url)
+        started = time.monotonic()
+        with pytest.raises(EndpointUnavailable) as caught:
+            run_ladder(endpoint, settings(server.base_url, tmp_path, "1,2,4"), progress=progress)
+        took = time.monotonic() - started
+    seen = "it sent nothing for 1 s (stalled)" if fault == "stalls" else "connection refused"
+    assert f"{server.base_url}: endpoint stopped answering at N=2: {seen}" in str(caught.value)
+    assert "marked incomplete" in str(caught.value)
+    # rung 1's hold, then at most: the stall bound twice (cut, then silence), and the probe's.
+    assert took < 1.5 + 4 * quick_stalls + 3
+    written = artifact(tmp_path)
+    assert written["complete"] is False
+    assert str(written["stop_reason"]).startswith(f"endpoint stopped answering at N=2: {seen}")
+    assert [r["concurrency"] for r in written["rungs"]] == [1]  # type: ignore[union-attr]
+    assert written["probe"] == {
+        "requests": 1,
+        "healthy": True,
+        "ttfab_ms": pytest.approx(20, abs=30),
+        "latency_ms": pytest.approx(50, abs=40),
+    }
+
+
+def test_the_503_body_names_the_bound_and_a_ladder_above_it_is_refused(tmp_path: Path) -> None:
+    with FaultServer(first_audio_s=0.1, service_s=0.2, gate=2) as server:
+        endpoint = UrlEndpoint(server.base_url)
+        with pytest.raises(InputError) as caught:
+            run_ladder(endpoint, settings(server.base_url, tmp_path, "1,3,5"), progress=print)
+    expected = (
+        f"the admission bound of {server.base_url} is 2 (max_queue_depth in the endpoint's 503 "
+        "answer at N=3), below the top rung 5"
+    )
+    assert str(caught.value).startswith(expected)
+    assert "--allow-shallow-queue" in str(caught.value)
+    written = artifact(tmp_path)
+    assert written["complete"] is False
+    assert written["stop_reason"] == f"refused: {caught.value}"
+    assert written["admission_bound"] == 2
+    assert written["unbounded_queue"] is False
+    assert [r["concurrency"] for r in written["rungs"]] == [1, 3]  # type: ignore[union-attr]
+
+
+def test_allow_shallow_queue_measures_on_and_names_the_bound(tmp_path: Path) -> None:
+    with FaultServer(first_audio_s=0.1, service_s=0.2, gate=2) as server:
+        endpoint = UrlEndpoint(server.base_url)
+        result = run_ladder(
+            endpoint,
+            settings(server.base_url, tmp_path, "1,3", allow_shallow_queue=True),
+            progress=print,
+        )
+    written = result.artifact
+    assert written.complete is True
+    assert written.admission_bound == 2
+    assert written.admission_bound_source == ("max_queue_depth in the endpoint's 503 answer at N=3")
+    assert any("admission bound 2" in line for line in result.summary_lines())
+
+
+def test_under_pytest_a_dead_endpoint_is_an_error_not_a_failure(
+    pytester: pytest.Pytester, qmax_scenario: Path
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "qmax",
+        "--endpoint-url",
+        url,
+        "--ladder",
+        "1,2",
+        "--hold-s",
+        "2",
+        "--measure-s",
+        "1",
+        "--artifacts-dir",
+        str(pytester.path / "out"),
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) >= 1
+    assert outcomes.get("failed", 0) == 0
+    assert outcomes.get("passed", 0) == 0
+    result.stdout.fnmatch_lines([f"*EndpointUnavailable: endpoint {url} does not answer*"])
