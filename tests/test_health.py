@@ -20,6 +20,7 @@ from pytest_tts_scaling.ladder import run_ladder
 from pytest_tts_scaling.loadgen import stall_bound_s
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.records import RequestSpec
+from pytest_tts_scaling.transports import Transport
 from pytest_tts_scaling.workload import Workload
 
 WORKLOAD = Workload()
@@ -132,17 +133,21 @@ def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
 ) -> None:
     with FaultServer() as server:
 
-        def progress(line: str) -> None:
-            if "N=1 " in line:  # rung 1 is measured: now the server fails
-                if fault == "stalls":
-                    server.stall_after = server.served
-                else:
-                    server.stop_listening()
+        class FailsAtTwo(UrlEndpoint):
+            """The server fails as the ladder reaches N=2 (rung 1 was measured)."""
 
-        endpoint = UrlEndpoint(server.base_url)
+            def transport(self, name: str, *, concurrency: int) -> Transport:
+                if concurrency >= 2:
+                    if fault == "stalls":
+                        server.stall_after = server.served
+                    else:
+                        server.stop_listening()
+                return super().transport(name, concurrency=concurrency)
+
+        endpoint = FailsAtTwo(server.base_url)
         started = time.monotonic()
         with pytest.raises(EndpointUnavailable) as caught:
-            run_ladder(endpoint, settings(server.base_url, tmp_path, "1,2,4"), progress=progress)
+            run_ladder(endpoint, settings(server.base_url, tmp_path, "1,2,4"), progress=print)
         took = time.monotonic() - started
     seen = "it sent nothing for 1 s (stalled)" if fault == "stalls" else "connection refused"
     assert f"{server.base_url}: endpoint stopped answering at N=2: {seen}" in str(caught.value)

@@ -1,0 +1,190 @@
+"""The client watches its own clock: a rung it could not keep time in is unusable, and full
+garbage collections of a big heap stay out of the measurement."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from fault_server import FaultServer
+
+from pytest_tts_scaling.endpoint import UrlEndpoint
+from pytest_tts_scaling.ladder import run_ladder
+from pytest_tts_scaling.loadgen import (
+    NO_FULL_COLLECTIONS,
+    LoopMonitor,
+    client_lag_bound_ms,
+    quiet_gc,
+)
+from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
+from pytest_tts_scaling.transports import Session, Transport
+from pytest_tts_scaling.transports.http import HttpStreamTransport
+from pytest_tts_scaling.verdicts import RungInputs, judge
+
+
+def test_the_lag_bound_is_a_twentieth_of_the_slo_with_a_floor() -> None:
+    assert client_lag_bound_ms(100) == 10.0
+    assert client_lag_bound_ms(3000) == 150.0
+
+
+def test_the_monitor_sees_a_blocked_loop_and_a_busy_thread() -> None:
+    async def go() -> tuple[LoopMonitor, int, int]:
+        monitor = LoopMonitor()
+        ticker = asyncio.create_task(monitor.run())
+        start = time.perf_counter_ns()
+        await asyncio.sleep(0.2)
+        time.sleep(0.1)  # noqa: ASYNC251 - the loop is blocked: the ticker wakes 100 ms late
+        await asyncio.sleep(0.05)
+        busy_until = time.perf_counter() + 0.3
+        while time.perf_counter() < busy_until:  # and then busy on the CPU
+            pass
+        await asyncio.sleep(0.05)
+        end = time.perf_counter_ns()
+        ticker.cancel()
+        return monitor, start, end
+
+    monitor, start, end = asyncio.run(go())
+    stats = monitor.window(start, end)
+    assert stats.ticks > 20
+    assert stats.lag_max_ms is not None
+    assert stats.lag_max_ms >= 90
+    assert stats.lag_p50_ms is not None
+    assert stats.lag_p50_ms < 20
+    assert stats.cpu_share is not None
+    assert stats.cpu_share > 0.4
+    assert monitor.window(end + 10**9, end + 2 * 10**9).ticks == 0
+
+
+def test_quiet_gc_freezes_the_heap_and_holds_full_collections_back() -> None:
+    thresholds = gc.get_threshold()
+    with quiet_gc():
+        assert gc.get_threshold() == (thresholds[0], thresholds[1], NO_FULL_COLLECTIONS)
+        assert gc.get_freeze_count() > 0
+        assert gc.isenabled()
+    assert gc.get_threshold() == thresholds
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_full_collection_inside_a_rung_skips_the_frozen_heap() -> None:
+    """A heap the size of a whole pytest collection costs a full pass outside, not inside."""
+    heap = [[i] for i in range(400_000)]
+
+    def full_pass_s() -> float:
+        started = time.perf_counter()
+        gc.collect()
+        return time.perf_counter() - started
+
+    outside = min(full_pass_s() for _ in range(3))
+    with quiet_gc():
+        inside = min(full_pass_s() for _ in range(3))
+    del heap
+    assert inside < outside / 3
+
+
+def answered(i: int) -> RequestRecord:
+    """Request `i` of a steady window: starts every 10 ms, first audio 50 ms later."""
+    ticks = iter([i * 10_000_000, i * 10_000_000 + 50_000_000, i * 10_000_000 + 60_000_000])
+    timer = StreamTimer(AudioFormat(), clock_ns=lambda: next(ticks))
+    timer.started()
+    timer.body(b"\x00\x00")
+    timer.finished("ok")
+    return RequestRecord.from_timer(
+        timer, RequestSpec(str(i), {}), rung=4, worker=0, epoch_offset_ns=0
+    )
+
+
+def inputs(lag_ms: float | None, mean: float = 4.0) -> RungInputs:
+    window = [answered(i) for i in range(40)]
+    return RungInputs(
+        concurrency=4,
+        window=window,
+        measure_s=1.0,
+        concurrency_mean=mean,
+        concurrency_max=4.0,
+        client_lag_p99_ms=lag_ms,
+        client_lag_bound_ms=10.0,
+    )
+
+
+def reason(rung: RungInputs) -> str | None:
+    return judge(rung, 200.0).unusable_reason
+
+
+def test_a_late_clock_makes_the_rung_unusable_before_its_own_count_is_believed() -> None:
+    assert reason(inputs(25.0)) == "client_saturated"
+    # The client's own in-flight count is not trusted while its clock is late.
+    assert reason(inputs(25.0, mean=2.0)) == "client_saturated"
+    assert reason(inputs(2.0, mean=2.0)) == "client_could_not_hold"
+    assert reason(inputs(None)) is None
+    assert reason(inputs(5.0)) is None
+
+
+class HogTransport(Transport):
+    """Plain HTTP, but from 2 workers on, each request first blocks the event loop (a CPU
+    hog inside the client): the client can no longer keep time."""
+
+    name = "response-stream"
+
+    def __init__(self, base_url: str, *, concurrency: int, hog_s: float):
+        self.inner = HttpStreamTransport(base_url)
+        self.hog_s = hog_s if concurrency >= 2 else 0.0
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[Session]:
+        async with self.inner.session() as inner:
+            yield _HogSession(inner, self.hog_s)
+
+
+class _HogSession:
+    def __init__(self, inner: Session, hog_s: float):
+        self.inner = inner
+        self.hog_s = hog_s
+
+    async def send(self, request: RequestSpec, timer: StreamTimer) -> None:
+        time.sleep(self.hog_s)  # noqa: ASYNC251 - the point: the client's loop is blocked
+        await self.inner.send(request, timer)
+
+
+class HogEndpoint(UrlEndpoint):
+    def transport(self, name: str, *, concurrency: int) -> Transport:
+        return HogTransport(self.base_url, concurrency=concurrency, hog_s=0.08)
+
+
+def test_a_rung_the_client_could_not_keep_time_in_is_client_saturated(tmp_path: Path) -> None:
+    settings = RunOptions(
+        ladder=(1, 2),
+        slo_ms=1000,
+        hold_s=1.5,
+        measure_s=1.0,
+        gap_s=0,
+        artifacts_dir=tmp_path,
+        endpoint_url="http://127.0.0.1:1",
+    ).for_kind()
+    with FaultServer(first_audio_s=0.02, service_s=0.05) as server:
+        result = run_ladder(HogEndpoint(server.base_url), settings, progress=print)
+    by_n = {r.concurrency: r for r in result.artifact.rungs}
+    one, two = by_n[1], by_n[2]
+    assert one.client is not None
+    assert two.client is not None
+    assert one.client.lag_bound_ms == two.client.lag_bound_ms == 50.0
+    assert one.unusable_reason != "client_saturated"
+    assert one.client.lag_p99_ms is not None
+    assert one.client.lag_p99_ms < 50.0
+    assert two.unusable_reason == "client_saturated"
+    assert two.client.lag_p99_ms is not None
+    assert two.client.lag_p99_ms >= 50.0
+    assert two.client.kept_time_up_to == 1
+    [line] = [s for s in result.summary_lines() if "could not keep time" in s]
+    assert "at N=2" in line
+    assert "kept time up to N=1" in line
+
+
+@pytest.mark.parametrize("slo_ms", [100.0, 3000.0])
+def test_lag_bound_never_below_the_floor(slo_ms: float) -> None:
+    assert client_lag_bound_ms(slo_ms) >= 10.0
