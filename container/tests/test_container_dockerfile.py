@@ -48,10 +48,83 @@ def test_exposes_8080() -> None:
     assert "8080" in " ".join(of("EXPOSE")).split()
 
 
-def test_base_image_is_cuda() -> None:
+def args() -> dict[str, str]:
+    return dict(a.split("=", 1) for a in of("ARG"))
+
+
+def test_one_cuda_the_torch_wheels_own() -> None:
+    """The base image carries no CUDA: the torch wheel's libraries are the only copy."""
     (base,) = of("FROM")
-    assert base.startswith("nvidia/cuda:")
-    assert "runtime" in base
+    assert not base.startswith("nvidia/"), base
+    runs = " ".join(of("RUN"))
+    assert 'CUDA_TAG="cu$(echo "$CUDA_VERSION" | tr -d .)"' in runs
+    assert "https://download.pytorch.org/whl/${CUDA_TAG}" in runs
+    assert re.fullmatch(r"\d+\.\d+", args()["CUDA_VERSION"])
+
+
+def test_runs_as_a_non_root_user() -> None:
+    steps = instructions()
+    users = [arguments for name, arguments in steps if name == "USER"]
+    assert users, "no USER: the server would run as root"
+    assert users[-1] not in {"root", "0"}
+    last_user = max(i for i, (name, _) in enumerate(steps) if name == "USER")
+    assert all(name != "RUN" for name, _ in steps[last_user:]), "RUN after USER runs as the user"
+    runs = " ".join(of("RUN"))
+    assert (
+        f"useradd --system --uid 10001 --no-create-home --home-dir /opt/tts-cache {users[-1]}"
+        in runs
+    )
+    # The one directory it writes is its own.
+    assert "install -d -o tts -g tts /opt/tts-cache" in runs
+
+
+def lock() -> dict[str, str]:
+    """Package name -> pinned version (or URL) from requirements.lock."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
+    for raw in (CONTAINER_DIR / "requirements.lock").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        req = Requirement(line)
+        specs = list(req.specifier)
+        assert req.url or (len(specs) == 1 and specs[0].operator == "=="), f"unpinned: {line}"
+        pins[canonicalize_name(req.name)] = req.url or specs[0].version
+    return pins
+
+
+def test_every_dependency_is_pinned_in_the_lock() -> None:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = lock()
+    project = tomllib.loads((CONTAINER_DIR / "pyproject.toml").read_text())["project"]
+    for raw in project["dependencies"]:
+        req = Requirement(raw)
+        name = canonicalize_name(req.name)
+        if name == "torch":
+            continue  # from PyTorch's CUDA index, pinned in the Dockerfile
+        assert name in pins, f"{req.name} is not in requirements.lock"
+        if not pins[name].startswith("https://"):
+            assert req.specifier.contains(pins[name], prereleases=True), (raw, pins[name])
+    assert "torch" not in pins
+    assert pins["en-core-web-sm"].startswith("https://github.com/explosion/spacy-models/")
+
+
+def test_every_pip_install_is_pinned() -> None:
+    """torch by its exact version under the lock's constraints, everything else --no-deps."""
+    for run in of("RUN"):
+        for command in re.split(r"&&", run):
+            words = shlex.split(command)
+            if words[:2] != ["pip", "install"]:
+                continue
+            if '"torch==${TORCH_VERSION}"' in command or "torch==${TORCH_VERSION}" in words:
+                assert words[words.index("-c") + 1] == "/opt/tts-container/requirements.lock"
+            else:
+                assert "--no-deps" in words, command
+    assert "python -m spacy download" not in " ".join(of("RUN"))
 
 
 def test_every_copy_source_exists() -> None:
@@ -65,9 +138,9 @@ def test_every_copy_source_exists() -> None:
 
 
 def test_torch_is_pinned_at_or_above_2_10() -> None:
-    pins = re.findall(r"torch==(\d+)\.(\d+)\.(\d+)", " ".join(of("RUN")))
-    assert pins, "the image must pin torch"
-    assert all((int(major), int(minor)) >= (2, 10) for major, minor, _ in pins)
+    major, minor, _ = (int(part) for part in args()["TORCH_VERSION"].split("."))
+    assert (major, minor) >= (2, 10)
+    assert '"torch==${TORCH_VERSION}"' in " ".join(of("RUN"))
 
 
 def test_the_command_is_the_declared_serve_entry_point() -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from tts_container.device import check_device
 from tts_container.schema import SynthesisRequest
 from tts_container.segmenter import cut_long, split_segments
 from tts_container.settings import Settings
@@ -65,6 +66,7 @@ def _cpu_count() -> int:
 def pick_device(requested: str) -> str:
     import torch
 
+    check_device(requested)  # a GPU instance without a usable GPU fails loudly, never on CPU
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda" and not torch.cuda.is_available():

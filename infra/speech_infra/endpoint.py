@@ -19,6 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from speech_infra.ami import image_cuda, inference_ami_version, is_gpu_instance
 from speech_infra.autoscaling import EndpointAutoscaling
 from speech_infra.naming import endpoint_name, weights_key_prefix
 from speech_infra.observability import EndpointObservability
@@ -86,6 +87,8 @@ class SpeechEndpointStack(cdk.Stack):
                 environment={
                     "MODEL_NAME": config.model_name,
                     "QUEUE_MAX_DEPTH": str(queue_max_depth),
+                    # On a GPU instance the container refuses to serve on CPU (tts_container.device)
+                    "INSTANCE_TYPE": config.instance_type,
                 },
                 model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
                     s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
@@ -101,6 +104,7 @@ class SpeechEndpointStack(cdk.Stack):
         self.model.node.add_dependency(pull)
 
         initial_count = plan.min_instances if scaling.autoscaling and plan else config.min_instances
+        ami_version = self._ami_version(config.instance_type, container_dir)
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=config.variant_name,
             model_name=self.model.attr_model_name,
@@ -112,6 +116,7 @@ class SpeechEndpointStack(cdk.Stack):
             routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
                 routing_strategy="LEAST_OUTSTANDING_REQUESTS"
             ),
+            inference_ami_version=ami_version,
         )
         self.endpoint_config = sagemaker.CfnEndpointConfig(
             self,
@@ -158,6 +163,20 @@ class SpeechEndpointStack(cdk.Stack):
 
         cdk.CfnOutput(self, "EndpointName", value=self.endpoint.attr_endpoint_name)
         cdk.CfnOutput(self, "QueueMaxDepth", value=str(queue_max_depth))
+
+    def _ami_version(self, instance_type: str, container_dir: Path) -> str | None:
+        """A driver for the image's CUDA on GPU instances (speech_infra.ami); else the default."""
+        dockerfile = container_dir / "Dockerfile"
+        if not is_gpu_instance(instance_type):
+            return None
+        if not dockerfile.is_file():
+            cdk.Annotations.of(self).add_warning_v2(
+                "speech-infra:ami-unknown",
+                f"no {dockerfile} to read the image's CUDA from: InferenceAmiVersion is left to "
+                "SageMaker's default, whose driver may not run the image's CUDA",
+            )
+            return None
+        return inference_ami_version(instance_type, image_cuda(dockerfile))
 
     def _image(self, image: EcrImage | None, container_dir: Path) -> tuple[str, str]:
         """The image URI and its repository ARN: the prebuilt override, or container/ as asset."""

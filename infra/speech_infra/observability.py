@@ -5,7 +5,9 @@
   TTFAB at concurrency 1): instances are slower than when measured, whatever the queue does.
 - ``ServerErrors``: ``Invocation5XXErrors`` from SageMaker.
 - ``ConcurrencyOverTarget``: per-instance concurrency held above the scaling target for longer
-  than a scale-out takes, so the policy is not keeping up.
+  than a scale-out takes, so the policy is not keeping up. The target is in the units of the 10 s
+  ``Maximum`` (the plan converts it with the ratio measured on that statistic), so the alarm
+  reads the 10 s Maximum too: an Average over a minute sits below it and fires late or never.
 
 Alarm names are ``speech-{model}-{what}``: ``tts-bench drift`` and ``validate`` look them up.
 """
@@ -21,9 +23,11 @@ from speech_infra.autoscaling import concurrency_metric
 from speech_infra.naming import alarm_name, endpoint_name
 
 ONE_MINUTE = cdk.Duration.minutes(1)
+TEN_SECONDS = cdk.Duration.seconds(10)
 # A scale-out took 320 s in the source measurement: being over target for 6 minutes is not a
 # transient the policy is still reacting to.
 OVER_TARGET_MINUTES = 6
+OVER_TARGET_PERIODS = OVER_TARGET_MINUTES * 6  # of 10 s
 
 
 class EndpointObservability(Construct):
@@ -68,12 +72,7 @@ class EndpointObservability(Construct):
             statistic="p95",
             period=ONE_MINUTE,
         )
-        concurrency_max = concurrency_metric(
-            model_name, variant_name, period=cdk.Duration.seconds(10)
-        )
-        concurrency_avg = concurrency_metric(
-            model_name, variant_name, period=ONE_MINUTE, statistic="Average"
-        )
+        concurrency_max = concurrency_metric(model_name, variant_name, period=TEN_SECONDS)
 
         self.first_chunk_alarm = cloudwatch.Alarm(
             self,
@@ -107,15 +106,16 @@ class EndpointObservability(Construct):
             "ConcurrencyOverTarget",
             alarm_name=alarm_name(model_name, "ConcurrencyOverTarget"),
             alarm_description=(
-                f"Mean concurrency per instance above the scaling target "
-                f"{plan.scaling_target_value:g} for {OVER_TARGET_MINUTES} minutes: scale-out is "
-                "not keeping up (max_instances reached, or capacity is slow to arrive)."
+                f"Concurrency per instance (10 s Maximum, the units of the target) above the "
+                f"scaling target {plan.scaling_target_value:g} for {OVER_TARGET_MINUTES} minutes: "
+                "scale-out is not keeping up (max_instances reached, or capacity is slow to "
+                "arrive)."
             ),
-            metric=concurrency_avg,
+            metric=concurrency_max,
             threshold=plan.scaling_target_value,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=OVER_TARGET_MINUTES,
-            datapoints_to_alarm=OVER_TARGET_MINUTES,
+            evaluation_periods=OVER_TARGET_PERIODS,
+            datapoints_to_alarm=OVER_TARGET_PERIODS,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 

@@ -102,14 +102,16 @@ class ModelEndpointConfig:
 
 
 REGISTRY: dict[str, ModelEndpointConfig] = {
-    # From `tts-bench plan` on the source measurement (Q_max 50, T_total 320.2 s, SLO 3000 ms).
+    # Pasted from `tts-bench plan` on the source measurement (Q_max 50, T_total 320.2 s, SLO
+    # 3000 ms): reports/examples/source/plan-kokoro-82m.json's config_block, which a test holds
+    # this entry to. The fleet comes from measured throughput, not rps x S / C_scale_max (9).
     "kokoro-82m": ModelEndpointConfig(
         model_name="kokoro-82m",
         instance_type="ml.g5.xlarge",
-        min_instances=1,  # trough 10 rps; 3 is the smallest safe floor for scale-in
-        max_instances=9,  # peak 5000 rps
-        scaling_target_value=37.5,  # C_scale_max, CloudWatch units (ratio measured as 1.0)
-        scale_in_threshold=25.0,  # C_scale_min, CloudWatch units
+        min_instances=1,  # trough 10 rps, floor 1; 3 is the smallest safe floor for scale-in
+        max_instances=249,  # peak 5000 rps at 20.137 rps per instance
+        scaling_target_value=37.5,  # C_scale_max 37.5 x CloudWatch ratio 1.0
+        scale_in_threshold=25.0,  # C_scale_min 25 x CloudWatch ratio 1.0
         ttfab_slo_ms=3000,
         queue_max_depth=50,  # the container's admission bound = Q_max
         scale_out_cooldown_s=30,

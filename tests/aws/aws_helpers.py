@@ -86,10 +86,18 @@ def deploy(
     min_capacity: int = 1,
     max_capacity: int = 4,
     tracking: bool = True,
+    tt_metric: str = TT_METRIC,
+    disable_scale_in: bool = True,
     target_value: float = 37.5,
     scale_out_cooldown: int = 30,
     step: bool = True,
     step_alarm: bool = True,
+    scale_in_adjustment: int = -1,
+    scale_in_metric: str = "ConcurrentRequestsPerModel",
+    scale_in_statistic: str = "Maximum",
+    scale_in_period: int = 10,
+    scale_in_periods: int = 3,
+    scale_in_comparison: str = "LessThanOrEqualToThreshold",
     scale_in_threshold: float = 25.0,
     scale_in_cooldown: int = 960,
     first_chunk_alarm: bool = True,
@@ -143,9 +151,9 @@ def deploy(
             PolicyType="TargetTrackingScaling",
             TargetTrackingScalingPolicyConfiguration={
                 "TargetValue": target_value,
-                "PredefinedMetricSpecification": {"PredefinedMetricType": TT_METRIC},
+                "PredefinedMetricSpecification": {"PredefinedMetricType": tt_metric},
                 "ScaleOutCooldown": scale_out_cooldown,
-                "DisableScaleIn": True,
+                "DisableScaleIn": disable_scale_in,
             },
         )["PolicyARN"]
     if step:
@@ -157,7 +165,9 @@ def deploy(
             PolicyType="StepScaling",
             StepScalingPolicyConfiguration={
                 "AdjustmentType": "ChangeInCapacity",
-                "StepAdjustments": [{"MetricIntervalUpperBound": 0, "ScalingAdjustment": -1}],
+                "StepAdjustments": [
+                    {"MetricIntervalUpperBound": 0, "ScalingAdjustment": scale_in_adjustment}
+                ],
                 "Cooldown": scale_in_cooldown,
             },
         )["PolicyARN"]
@@ -166,13 +176,13 @@ def deploy(
             cw.put_metric_alarm(
                 AlarmName=name,
                 Namespace="AWS/SageMaker",
-                MetricName="ConcurrentRequestsPerModel",
+                MetricName=scale_in_metric,
                 Dimensions=dims,
-                Statistic="Maximum",
-                Period=10,
-                EvaluationPeriods=3,
+                Statistic=scale_in_statistic,
+                Period=scale_in_period,
+                EvaluationPeriods=scale_in_periods,
                 Threshold=scale_in_threshold,
-                ComparisonOperator="LessThanOrEqualToThreshold",
+                ComparisonOperator=scale_in_comparison,
                 AlarmActions=[deployed.step_policy_arn],
             )
             deployed.alarms.append(name)

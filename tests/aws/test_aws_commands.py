@@ -73,7 +73,7 @@ def test_validate_exit_codes(aws_env: dict[str, str], tmp_path: Path) -> None:
     plan = save(make_plan(), tmp_path / "plan-kokoro-82m.json")
     ok = bench(aws_env, "validate", "--endpoint", d.endpoint, "--plan", str(plan))
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stdout.splitlines()[-1] == "validate-ok: 8 fields match the plan"
+    assert ok.stdout.splitlines()[-1] == "validate-ok: 16 fields match the plan"
 
     # The plan found in --artifacts-dir by model name, and a mismatch.
     save(make_plan(scale_in_cooldown_s=600), plan)
@@ -153,7 +153,7 @@ def test_validate_scenario_names_each_field(aws_env: dict[str, str], tmp_path: P
     outcomes = scenario(
         aws_env, tmp_path, "validate", "--endpoint", d.endpoint, "--plan-artifact", str(plan)
     )
-    assert len(outcomes) == 8
+    assert len(outcomes) == 16
     assert [name for name, o in outcomes.items() if o == "failed"] == [
         "test_validate[target_value]"
     ]

@@ -36,6 +36,25 @@ MISMATCHES = {
     "scale_in_cooldown_s": ({"scale_in_cooldown": 300}, "300", "960"),
     "queue_max_depth": ({"env": {"QUEUE_MAX_DEPTH": "40"}}, "40", "50"),
     "first_chunk_alarm_ms": ({"first_chunk_ms": 80.0}, "80", "65"),
+    "disable_scale_in": ({"disable_scale_in": False}, "false", "true"),
+    "scale_in_step": (
+        {"scale_in_adjustment": -2},
+        "ChangeInCapacity -2 at or below the threshold",
+        "ChangeInCapacity -1 at or below the threshold",
+    ),
+    "scale_in_metric": (
+        {"scale_in_metric": "InvocationsPerInstance"},
+        "AWS/SageMaker InvocationsPerInstance [",
+        "AWS/SageMaker ConcurrentRequestsPerModel [",
+    ),
+    "scale_in_statistic": ({"scale_in_statistic": "Average"}, "Average", "Maximum"),
+    "scale_in_period_s": ({"scale_in_period": 60}, "60", "10"),
+    "scale_in_periods": ({"scale_in_periods": 15}, "15", "3"),
+    "scale_in_comparison": (
+        {"scale_in_comparison": "LessThanThreshold"},
+        "LessThanThreshold",
+        "LessThanOrEqualToThreshold",
+    ),
 }
 
 
@@ -46,9 +65,22 @@ def test_each_mismatch_names_field_deployed_and_planned(clients: AwsClients, fie
     checks = run_validate(clients, d.endpoint, make_plan())
     failed = [c for c in checks if not c.ok]
     assert [c.field for c in failed] == [field]
-    assert (
-        failed[0].line().startswith(f"MISMATCH {field}: deployed {deployed}, planned {planned} (")
-    )
+    line = failed[0].line()
+    assert line.startswith(f"MISMATCH {field}: deployed {deployed}"), line
+    assert f", planned {planned}" in line, line
+
+
+def test_a_tracking_policy_on_another_metric_is_not_compared_as_the_concurrency_one(
+    clients: AwsClients,
+) -> None:
+    d = deploy(unique(), tt_metric="SageMakerVariantInvocationsPerInstance")
+    checks = by_field(run_validate(clients, d.endpoint, make_plan()))
+    failed = {name for name, c in checks.items() if not c.ok}
+    # Its target value and cooldown happen to equal the plan's; they are not taken for the
+    # concurrency policy's.
+    assert failed == {"target_metric", "target_value", "disable_scale_in", "scale_out_cooldown_s"}
+    assert checks["target_metric"].deployed == "SageMakerVariantInvocationsPerInstance"
+    assert checks["target_value"].deployed is None
 
 
 def test_missing_pieces_are_mismatches(clients: AwsClients) -> None:
@@ -56,6 +88,12 @@ def test_missing_pieces_are_mismatches(clients: AwsClients) -> None:
     checks = by_field(run_validate(clients, d.endpoint, make_plan()))
     missing = {name for name, c in checks.items() if c.deployed is None}
     assert missing == {
+        "scale_in_step",
+        "scale_in_metric",
+        "scale_in_statistic",
+        "scale_in_period_s",
+        "scale_in_periods",
+        "scale_in_comparison",
         "scale_in_threshold",
         "scale_in_cooldown_s",
         "queue_max_depth",
@@ -89,3 +127,6 @@ def test_float_noise_is_not_a_mismatch() -> None:
     assert check.ok
     assert not FieldCheck("target_value", 37.6, 37.5, "x").ok
     assert not FieldCheck("queue_max_depth", "deep", 50, "x").ok
+    assert FieldCheck("disable_scale_in", True, True, "x").ok
+    assert not FieldCheck("disable_scale_in", 1, True, "x").ok
+    assert not FieldCheck("scale_in_statistic", None, "Maximum", "x").ok

@@ -81,20 +81,20 @@ def test_registry_lagging_the_plan_is_noted(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     write_plan(reports, make_plan(max_instances=29, queue_max_depth=48))
     (note,) = decide(reports).notes
-    assert "max_instances 9 -> 29, queue_max_depth 50 -> 48" in note
+    assert "max_instances 249 -> 29, queue_max_depth 50 -> 48" in note
     assert "the plan is used" in note
 
 
 def test_a_plan_measured_on_other_hardware_is_noted(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
-    write_plan(reports, make_plan(slug="local-1a2b3c4d", max_instances=9))
+    write_plan(reports, make_plan(slug="local-1a2b3c4d", max_instances=249))
     (note,) = decide(reports).notes
     assert "measured on slug 'local-1a2b3c4d'" in note
 
 
 def test_matching_registry_and_plan_make_no_notes(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
-    write_plan(reports, make_plan(max_instances=9))
+    write_plan(reports, make_plan(max_instances=249))
     assert decide(reports).notes == ()
 
 

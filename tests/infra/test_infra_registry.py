@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,21 +36,32 @@ def test_fields_start_with_the_plan_contract_in_order() -> None:
     assert all(f.default is not dataclasses.MISSING for f in extra)
 
 
+SOURCE_PLAN = Path(__file__).resolve().parents[2] / "reports/examples/source/plan-kokoro-82m.json"
+
+
+def pasted(plan_path: Path) -> ModelEndpointConfig:
+    """The plan artifact's config_block, evaluated as a registry entry is."""
+    block = json.loads(plan_path.read_text())["config_block"]
+    entry = eval("{" + block + "}", {"ModelEndpointConfig": ModelEndpointConfig})
+    (config,) = entry.values()
+    assert isinstance(config, ModelEndpointConfig)
+    return config
+
+
 def test_a_pasted_plan_block_builds_a_config() -> None:
-    block = ModelEndpointConfig(
-        model_name="kokoro-82m",
-        instance_type="ml.g5.xlarge",
-        min_instances=1,
-        max_instances=9,
-        scaling_target_value=37.500,
-        scale_in_threshold=25.000,
-        ttfab_slo_ms=3000,
-        queue_max_depth=50,
-        scale_out_cooldown_s=30,
-        scale_in_cooldown_s=960,
-    )
+    block = pasted(SOURCE_PLAN)
     assert block.hf_repo_id == "hexgrad/Kokoro-82M"
     assert block.variant_name == "AllTraffic"
+
+
+def test_the_registry_holds_the_committed_plans_values() -> None:
+    """Not max_instances=9 (rps x S / C_scale_max, the sizing the plan rejects): the plan's 249."""
+    plan = pasted(SOURCE_PLAN)
+    config = REGISTRY["kokoro-82m"]
+    assert {name: getattr(config, name) for name in CONTRACT} == {
+        name: getattr(plan, name) for name in CONTRACT
+    }
+    assert config.max_instances == 249
 
 
 def test_kokoro_is_first_on_g5_xlarge() -> None:

@@ -257,6 +257,7 @@ def test_without_a_plan_queue_depth_comes_from_the_registry(no_plan: Synth) -> N
     assert model_env(no_plan) == {
         "MODEL_NAME": MODEL,
         "QUEUE_MAX_DEPTH": str(REGISTRY[MODEL].queue_max_depth),
+        "INSTANCE_TYPE": "ml.g5.xlarge",
     }
 
 
@@ -273,6 +274,8 @@ def test_endpoint_config_routes_to_least_outstanding_requests(no_plan: Synth) ->
                         "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
                         "ContainerStartupHealthCheckTimeoutInSeconds": 600,
                         "ModelDataDownloadTimeoutInSeconds": 600,
+                        # Driver 550: runs the image's CUDA 12.6 torch (speech_infra.ami).
+                        "InferenceAmiVersion": "al2-ami-sagemaker-inference-gpu-3-1",
                     }
                 )
             ]
@@ -417,6 +420,11 @@ def test_alarms_watch_first_chunk_latency_errors_and_concurrency(with_plan: Synt
         {
             "AlarmName": f"speech-{MODEL}-ConcurrencyOverTarget",
             "MetricName": "ConcurrentRequestsPerModel",
+            # The target is in 10 s Maximum units; an Average would sit below it.
+            "Statistic": "Maximum",
+            "Period": 10,
+            "EvaluationPeriods": 36,
+            "DatapointsToAlarm": 36,
             "Threshold": 37.5,
             "ComparisonOperator": "GreaterThanThreshold",
         },
@@ -515,7 +523,7 @@ def test_without_an_image_override_container_is_built_as_an_asset(
 ) -> None:
     root = tmp_path / "checkout"
     (root / "container").mkdir(parents=True)
-    (root / "container" / "Dockerfile").write_text("FROM scratch\n")
+    (root / "container" / "Dockerfile").write_text("FROM scratch\nARG CUDA_VERSION=12.6\n")
     synth = synth_app(
         "asset", artifacts_dir=root / "reports", project_root=root, context={"image_uri": None}
     )
