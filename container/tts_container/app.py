@@ -36,12 +36,14 @@ from tts_container.concurrency import (
     SynthesisJob,
 )
 from tts_container.engine import Engine, Samples
+from tts_container.errors import ErrorResponse
 from tts_container.gate import AdmissionGate, InFlight
 from tts_container.markers import emit_marker
 from tts_container.metrics import MetricsLog, RequestMetrics
 from tts_container.schema import (
     RequestError,
     SynthesisRequest,
+    body_limit,
     decode_json,
     is_json_content_type,
     is_valid_request_id,
@@ -105,28 +107,34 @@ def _state(request: Request) -> AppState:
 
 
 async def ping(request: Request) -> Response:
+    """200 once ready; the gate's own counts ride along in headers (soak tests read them)."""
     state = _state(request)
+    in_flight = state.in_flight
+    headers = {
+        "X-In-Flight": str(in_flight.depth),
+        "X-In-Flight-Peak": str(in_flight.peak),
+        "X-Max-Queue-Depth": str(in_flight.max_depth),
+    }
+    if state.drain.draining:
+        return JSONResponse({"status": "stopping"}, status_code=503, headers=headers)
     if state.ready:
-        return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "ready"}, headers=headers)
     body: dict[str, Any] = {"status": state.phase}
     if state.load_error:
         body["detail"] = state.load_error
-    return JSONResponse(body, status_code=503)
+    return JSONResponse(body, status_code=503, headers=headers)
 
 
-def _error_response(err: RequestError, request_id: str) -> JSONResponse:
-    return JSONResponse(err.body(), status_code=err.status, headers={"X-Request-Id": request_id})
-
-
-def _body_limit(settings: Settings) -> int:
-    # room for JSON escapes of every character (\\uXXXX pairs) and the other fields
-    return settings.max_text_chars * 12 + 64 * 1024
+def _error_response(err: RequestError, request_id: str) -> Response:
+    return ErrorResponse(
+        err.status, err.code, err.detail, err.extra, headers={"X-Request-Id": request_id}
+    )
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     too_large = RequestError(
-        413, "payload_too_large", f"the request body is over {limit} bytes (MAX_TEXT_CHARS)"
+        413, "payload_too_large", f"the request is over {limit} bytes (MAX_TEXT_CHARS)"
     )
     if declared.isdigit() and int(declared) > limit:
         raise too_large
@@ -142,6 +150,10 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 class ClientGone(Exception):
     """The client disconnected before its audio started."""
+
+
+class StreamCut(Exception):
+    """The synthesis of a stream already under way was cancelled (the drain's deadline)."""
 
 
 async def _wait_for_disconnect(receive: Receive) -> None:
@@ -167,8 +179,10 @@ async def first_chunk_or_disconnect(job: SynthesisJob, receive: Receive) -> Samp
 class AudioStreamResponse(StreamingResponse):
     """Chunked audio: the WAV header if asked for, then PCM as each segment is ready.
 
-    Whatever ends the response (last chunk, engine error, client gone), ``on_close`` runs once
-    and the job is cancelled if it was still going.
+    Whatever ends the response (last chunk, engine error, client gone, a cut), ``on_close`` runs
+    once and the job is cancelled if it was still going. A cut stream returns without its last
+    chunk, so the server closes the connection and the client sees a truncated body, not a short
+    complete one.
     """
 
     def __init__(
@@ -208,12 +222,14 @@ class AudioStreamResponse(StreamingResponse):
             raise
         except SynthesisCancelled:
             self.outcome = "cancelled"
-            raise
+            raise StreamCut from None
         self.outcome = "ok"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
+        except StreamCut:
+            log.info("request %s cut: the server is shutting down", self.job.request.request_id)
         finally:
             if self.outcome != "ok":
                 self.job.cancel()
@@ -243,7 +259,8 @@ async def invocations(request: Request) -> Response:
                 "unsupported_media_type",
                 f"send the request as Content-Type: application/json (got {content_type!r})",
             )
-        payload = decode_json(await _read_body(request, _body_limit(state.settings)))
+        limit = body_limit(state.settings.max_text_chars)
+        payload = decode_json(await _read_body(request, limit), max_bytes=limit)
         synthesis = parse_request(
             payload,
             voices=engine.voices,
@@ -262,10 +279,22 @@ async def invocations(request: Request) -> Response:
 
     job = state.executor.submit(engine, synthesis)
     request_id = synthesis.request_id
+    unregister_cut = state.drain.register(job.cancel)
 
     def job_values() -> dict[str, Any]:
         return {"queue_wait_s": job.times.queue_wait_s, "first_chunk_s": job.times.first_chunk_s}
 
+    def on_close(response: AudioStreamResponse) -> None:
+        unregister_cut()
+        record(
+            request_id,
+            response.outcome,
+            audio_s=audio_seconds(response.pcm_bytes, engine.sample_rate),
+            error="synthesis_failed" if response.outcome == "failed" else None,
+            **job_values(),
+        )
+
+    streaming = False
     try:
         first = await first_chunk_or_disconnect(job, request.receive)
     except ClientGone:
@@ -285,27 +314,24 @@ async def invocations(request: Request) -> Response:
     except asyncio.CancelledError:  # the server is stopping: nobody will read this audio
         job.cancel()
         raise
-
-    def on_close(response: AudioStreamResponse) -> None:
-        record(
-            request_id,
-            response.outcome,
-            audio_s=audio_seconds(response.pcm_bytes, engine.sample_rate),
-            error="synthesis_failed" if response.outcome == "failed" else None,
-            **job_values(),
-        )
-
-    return AudioStreamResponse(job, first, sample_rate=engine.sample_rate, on_close=on_close)
+    else:
+        streaming = True
+        return AudioStreamResponse(job, first, sample_rate=engine.sample_rate, on_close=on_close)
+    finally:
+        if not streaming:
+            unregister_cut()
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "not_found", 405: "method_not_allowed"}
-    return JSONResponse(
-        {"error": codes.get(exc.status_code, "http_error"), "detail": exc.detail},
-        status_code=exc.status_code,
-        headers=exc.headers,
-    )
+    code = codes.get(exc.status_code, "http_error")
+    return ErrorResponse(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug: still the JSON error shape (Starlette logs the exception and re-raises it)."""
+    return ErrorResponse(500, "internal_error", f"{type(exc).__name__} in the server; see its log")
 
 
 def create_app(
@@ -345,7 +371,8 @@ def create_app(
             state.executor.shutdown()
 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
-        HTTPException: _http_error
+        HTTPException: _http_error,
+        Exception: _internal_error,
     }
     app = Starlette(
         routes=[

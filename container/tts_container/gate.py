@@ -3,7 +3,8 @@
 `InFlight` is the shared count; the WebSocket session takes a slot per request it synthesizes.
 `AdmissionGate` is a plain ASGI middleware for ``POST /invocations``: beyond the bound it answers
 at once ``503 {"error": "queue_saturated", "queue_depth": N, "max_queue_depth": M}``; an admitted
-request holds its slot until the response ends, fails or the client goes away.
+request holds its slot until the response ends, fails or the client goes away. Once the server
+drains for shutdown it admits nothing: ``503 {"error": "shutting_down", ...}``, connection closed.
 Both run on the event loop thread only, so the count needs no lock.
 """
 
@@ -16,7 +17,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tts_container.errors import error_body, error_headers
 from tts_container.schema import is_valid_request_id, new_request_id
+
+SHUTTING_DOWN = "shutting_down"
 
 
 class InFlight:
@@ -25,12 +29,19 @@ class InFlight:
     def __init__(self, max_depth: int = 0) -> None:
         self.max_depth = max_depth
         self.depth = 0
+        self.peak = 0  # the most ever in flight at once: never above max_depth when bounded
+        self.admitting = True
 
     def try_acquire(self) -> bool:
-        if self.max_depth and self.depth >= self.max_depth:
+        if not self.admitting or (self.max_depth and self.depth >= self.max_depth):
             return False
         self.depth += 1
+        self.peak = max(self.peak, self.depth)
         return True
+
+    def stop_admitting(self) -> None:
+        """From now on every `try_acquire` fails (shutdown); slots held are released as usual."""
+        self.admitting = False
 
     def release(self) -> None:
         if self.depth <= 0:
@@ -43,6 +54,15 @@ class InFlight:
             "queue_depth": self.depth,
             "max_queue_depth": self.max_depth,
         }
+
+    def refusal(self) -> tuple[str, str, dict[str, Any]]:
+        """Why `try_acquire` failed: error code, detail and the extra fields of the error."""
+        if not self.admitting:
+            return SHUTTING_DOWN, "the server is shutting down; retry elsewhere", {}
+        extra = self.saturated_body()
+        del extra["error"]
+        detail = f"{self.depth} requests in flight, the bound is {self.max_depth}"
+        return "queue_saturated", detail, extra
 
 
 RejectHook = Callable[[str, float], None]
@@ -96,17 +116,18 @@ class AdmissionGate:
         request_id = _header(scope, b"x-request-id")
         if not is_valid_request_id(request_id):
             request_id = new_request_id()
-        body = json.dumps(self.in_flight.saturated_body()).encode()
+        if self.in_flight.admitting:
+            body = json.dumps(self.in_flight.saturated_body()).encode()  # SPEC §7's exact shape
+            headers = error_headers(body, request_id=str(request_id))
+        else:
+            code, detail, extra = self.in_flight.refusal()
+            body = error_body(code, detail, extra)
+            headers = error_headers(body, request_id=str(request_id), close=True)
         await send(
             {
                 "type": "http.response.start",
                 "status": 503,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", b"1"),
-                    (b"x-request-id", str(request_id).encode()),
-                ],
+                "headers": [*headers, (b"retry-after", b"1")],
             }
         )
         await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,12 +1,16 @@
 """Synthesis requests and the errors a bad one gets: the same for HTTP and WebSocket.
 
 An error is ``{"error": CODE, "detail": TEXT}`` with a 4xx status; `RequestError` carries both.
+Nothing a client sends can make validation raise anything else: the size and the nesting depth
+of the JSON are checked on the raw bytes before any object is built, integers too long to be
+anything we accept are read as floats (no huge-int conversion), and text must encode as UTF-8
+(JSON's ``\\udae9`` escapes can smuggle in lone surrogates).
 """
 
 from __future__ import annotations
 
 import json
-import math
+import re
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -16,6 +20,9 @@ SPEED_MIN = 0.5
 SPEED_MAX = 2.0
 FORMATS = ("pcm", "wav")
 REQUEST_ID_MAX_CHARS = 128
+JSON_MAX_DEPTH = 32
+INT_MAX_DIGITS = 18  # longer integer literals are read as floats (no int conversion to overflow)
+VALUE_MAX_CHARS = 60  # of a client value quoted in a detail
 
 AudioFormat = Literal["pcm", "wav"]
 
@@ -81,19 +88,84 @@ def is_json_content_type(content_type: str | None) -> bool:
     return media_type == "application/json" or media_type.endswith("+json")
 
 
-def decode_json(body: bytes | str) -> dict[str, Any]:
-    """The JSON object in ``body``; `RequestError` 400 invalid_json otherwise."""
+def body_limit(max_text_chars: int) -> int:
+    """Largest request body in bytes: JSON escapes of every character, plus the other fields."""
+    return max_text_chars * 12 + 64 * 1024
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]+|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth_exceeds(body: bytes, limit: int) -> bool:
+    """Whether the JSON text in ``body`` nests arrays and objects deeper than ``limit``.
+
+    Counted on the bytes, strings left out, so a deep document never reaches the recursive parser.
+    """
+    depth = 0
+    for bracket in _JSON_STRING.sub(b'""', body).translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def _bounded_int(literal: str) -> int | float:
+    return int(literal) if len(literal.lstrip("-")) <= INT_MAX_DIGITS else float(literal)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def decode_json(body: bytes | str, *, max_bytes: int) -> dict[str, Any]:
+    """The JSON object in ``body``; `RequestError` 413 or 400 otherwise."""
+    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    if len(raw) > max_bytes:
+        raise RequestError(
+            413, "payload_too_large", f"the request is over {max_bytes} bytes (MAX_TEXT_CHARS)"
+        )
+    if json_depth_exceeds(raw, JSON_MAX_DEPTH):
+        raise RequestError(
+            400, "json_too_deep", f"the JSON nests deeper than {JSON_MAX_DEPTH} levels"
+        )
     try:
-        payload = json.loads(body)
+        payload = json.loads(raw, parse_int=_bounded_int, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RequestError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise RequestError(
             400,
             "invalid_json",
-            f'expected a JSON object like {{"text": "Hello."}}, got {type(payload).__name__}',
+            f'expected a JSON object like {{"text": "Hello."}}, got {_kind(payload)}',
         )
     return payload
+
+
+def _kind(value: object) -> str:
+    """The JSON type of a decoded value, in words."""
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    for python_type, name in kinds.items():
+        if isinstance(value, python_type):
+            return name
+    return "a number"
+
+
+def _quote(value: object) -> str:
+    """A client value for a detail: repr (escapes lone surrogates), cut short."""
+    text = repr(value)
+    return text if len(text) <= VALUE_MAX_CHARS else text[: VALUE_MAX_CHARS - 3] + "..."
+
+
+def _lone_surrogate(value: str) -> int | None:
+    """Index of the first character UTF-8 cannot encode (a lone surrogate), or None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
 
 
 def parse_request(
@@ -133,7 +205,15 @@ def parse_request(
     key = "text" if has_text else "phonemes"
     value = payload[key]
     if not isinstance(value, str):
-        raise fail(422, "invalid_text", f"'{key}' must be a string, got {type(value).__name__}")
+        raise fail(422, "invalid_text", f"'{key}' must be a string, got {_kind(value)}")
+    bad_at = _lone_surrogate(value)
+    if bad_at is not None:
+        raise fail(
+            400,
+            "invalid_text",
+            f"'{key}' is not valid Unicode: a lone surrogate U+{ord(value[bad_at]):04X} "
+            f"at character {bad_at}",
+        )
     if not value.strip():
         raise fail(422, "invalid_text", f"'{key}' is empty")
     if len(value) > max_text_chars:
@@ -150,22 +230,22 @@ def parse_request(
         raise fail(
             400,
             "unknown_voice",
-            f"unknown voice {voice!r}; available voices: {', '.join(sorted(voices))}",
+            f"unknown voice {_quote(voice)}; available voices: {', '.join(sorted(voices))}",
         )
 
     speed = payload.get("speed", 1.0)
     if speed is None:
         speed = 1.0
+    # the comparison is exact for ints of any size and false for NaN: nothing is converted first
     if (
         isinstance(speed, bool)
         or not isinstance(speed, int | float)
-        or not math.isfinite(speed)
         or not SPEED_MIN <= speed <= SPEED_MAX
     ):
         raise fail(
             422,
             "invalid_speed",
-            f"speed must be a number in [{SPEED_MIN}, {SPEED_MAX}], got {speed!r}",
+            f"speed must be a number in [{SPEED_MIN}, {SPEED_MAX}], got {_quote(speed)}",
         )
 
     audio_format = payload.get("format", "pcm")
@@ -175,7 +255,7 @@ def parse_request(
         raise fail(
             422,
             "invalid_format",
-            f"format must be one of {', '.join(formats)}, got {audio_format!r}",
+            f"format must be one of {', '.join(formats)}, got {_quote(audio_format)}",
         )
 
     return SynthesisRequest(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tts_container.concurrency import InferenceExecutor
+from tts_container.drain import Drain
 from tts_container.engine import Engine
 from tts_container.gate import InFlight
 from tts_container.metrics import MetricsLog
@@ -31,6 +32,11 @@ class AppState:
     loader: threading.Thread | None = None
     ready_event: threading.Event = field(default_factory=threading.Event)
     settled_event: threading.Event = field(default_factory=threading.Event)
+    # what SIGTERM starts: no more admissions, in-flight streams finish or are cut
+    drain: Drain = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.drain = Drain(self.in_flight)
 
     @property
     def ready(self) -> bool:

@@ -7,11 +7,14 @@ mono, the engine's rate), then ``{"type": "synthesis_complete", "request_id": ..
 ``{"type": "error", "request_id": ..., "error": CODE, "detail": ...}`` and the session goes on.
 Frames are read while a request is synthesized, so a client that leaves stops its synthesis at the
 next segment; later requests wait their turn. Pings are answered by the server (uvicorn).
+A synthesis cut by the shutdown drain gets an error frame ``shutting_down`` and the session
+closes with 1012 (service restart).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -26,12 +29,21 @@ except ImportError:  # older Starlette raises a plain RuntimeError
 
 from tts_container.audio import audio_seconds, to_pcm16
 from tts_container.concurrency import SynthesisCancelled, SynthesisFailed, SynthesisJob
+from tts_container.errors import shorten
+from tts_container.gate import SHUTTING_DOWN
 from tts_container.metrics import RequestMetrics
-from tts_container.schema import RequestError, SynthesisRequest, decode_json, parse_request
+from tts_container.schema import (
+    RequestError,
+    SynthesisRequest,
+    body_limit,
+    decode_json,
+    parse_request,
+)
 from tts_container.state import AppState
 
 WEBSOCKET_PATH = "/invocations-bidirectional-stream"
 TRANSPORT = "websocket"
+SERVICE_RESTART = 1012
 # What sending to a client that has gone raises.
 CLIENT_GONE = (WebSocketDisconnect, WebSocketDisconnected)
 
@@ -42,6 +54,7 @@ class _Session:
         self.state = state
         self.job: SynthesisJob | None = None
         self.client_gone = False
+        self.cut = False
 
     async def run(self) -> None:
         inbox: asyncio.Queue[Message | None] = asyncio.Queue()
@@ -94,11 +107,9 @@ class _Session:
 
         in_flight = self.state.in_flight
         if not in_flight.try_acquire():
-            extra = in_flight.saturated_body()
-            del extra["error"]
-            self._record(request.request_id, "rejected", received, error="queue_saturated")
-            detail = f"{in_flight.depth} requests in flight, the bound is {in_flight.max_depth}"
-            return await self._send_error(request.request_id, "queue_saturated", detail, extra)
+            code, detail, extra = in_flight.refusal()
+            self._record(request.request_id, "rejected", received, error=code)
+            return await self._send_error(request.request_id, code, detail, extra)
         try:
             return await self._synthesize(request, received)
         finally:
@@ -108,7 +119,7 @@ class _Session:
         raw = message.get("text")
         if raw is None:
             raw = message.get("bytes") or b""
-        payload = decode_json(raw)
+        payload = decode_json(raw, max_bytes=body_limit(self.state.settings.max_text_chars))
         engine = self.state.engine
         if engine is None:
             raise RequestError(503, "not_ready", f"the model is {self.state.phase}; retry later")
@@ -128,7 +139,8 @@ class _Session:
     async def _send_error(
         self, request_id: str | None, code: str, detail: str, extra: dict[str, Any] | None = None
     ) -> bool:
-        frame = {"type": "error", "request_id": request_id, "error": code, "detail": detail}
+        frame = {"type": "error", "request_id": request_id, "error": code}
+        frame["detail"] = shorten(detail)
         try:
             await self._send_json({**frame, **(extra or {})})
         except CLIENT_GONE:
@@ -148,6 +160,7 @@ class _Session:
         try:
             await self._send_json({"type": "synthesis_start", "request_id": request_id})
             job = self.job = executor.submit(engine, request)
+            unregister_cut = self.state.drain.register(self._cut)
             try:
                 async for chunk in job.chunks():
                     pcm = to_pcm16(chunk)
@@ -157,7 +170,13 @@ class _Session:
                 status, error = "failed", "synthesis_failed"
                 return await self._send_error(request_id, "synthesis_failed", str(exc))
             except SynthesisCancelled:
+                if self.cut and not self.client_gone:
+                    status, error = "cancelled", SHUTTING_DOWN
+                    detail = "the server is shutting down; the synthesis was cut"
+                    await self._send_error(request_id, SHUTTING_DOWN, detail)
                 return False
+            finally:
+                unregister_cut()
             audio_s = audio_seconds(pcm_bytes, engine.sample_rate)
             await self._send_json(
                 {
@@ -180,8 +199,17 @@ class _Session:
             self.job = None
             self._record(request_id, status, received, error=error, **values)
 
+    def _cut(self) -> None:
+        self.cut = True
+        if self.job is not None:
+            self.job.cancel()
+
 
 async def websocket_session(websocket: WebSocket) -> None:
     state: AppState = websocket.app.state.tts
     await websocket.accept()
-    await _Session(websocket, state).run()
+    session = _Session(websocket, state)
+    await session.run()
+    if session.cut and not session.client_gone:
+        with contextlib.suppress(*CLIENT_GONE):
+            await websocket.close(SERVICE_RESTART, "the server is shutting down")

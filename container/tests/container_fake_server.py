@@ -1,0 +1,44 @@
+"""The real server (uvicorn set-up, protocols, SIGTERM drain) around the fake engine, as a process.
+
+``python container_fake_server.py --port PORT [--segments N] [--delay-s S]``; the environment gives
+QUEUE_MAX_DEPTH and SHUTDOWN_DRAIN_S as for ``tts-serve``. For tests of what only a real process
+and socket show (signals, the drain, the protocols), without the model's cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from container_fakes import FakeEngine
+from tts_container.app import create_app
+from tts_container.server import drain_s_from_env, serve
+from tts_container.settings import Settings
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--segments", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=2400)
+    parser.add_argument("--delay-s", type=float, default=0.0)
+    args = parser.parse_args()
+    logging.basicConfig(level="INFO", format="%(levelname)s %(name)s: %(message)s")
+    engine = FakeEngine(segments=1, samples=args.samples)  # a quick warm-up
+    settings = Settings.from_env(cache_dir=Path(tempfile.gettempdir()) / "tts-fake-cache")
+    app = create_app(settings, engine_factory=lambda _settings: engine)
+
+    def shape_requests_once_warm() -> None:
+        if app.state.tts.ready_event.wait(60):
+            engine.segments, engine.delay_s = args.segments, args.delay_s
+
+    threading.Thread(target=shape_requests_once_warm, daemon=True).start()
+    return serve(app, host="127.0.0.1", port=args.port, drain_s=drain_s_from_env())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

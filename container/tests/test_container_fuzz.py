@@ -1,0 +1,216 @@
+"""Fuzzing the container over real sockets: HTTP requests, raw bytes and WebSocket frames.
+
+The server is the real one (the container's uvicorn set-up, protocols and app) on a thread, with the
+fake engine: the property is about the HTTP and WebSocket layer, not the model. Never a 5xx, every
+refusal in SPEC §7's JSON shape, never a dropped connection for a well-formed request, the
+WebSocket session goes on with error frames, and a valid request is served afterwards.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from container_fakes import FakeEngine
+from container_fuzzing import (
+    HttpProbe,
+    RawProbe,
+    WsProbe,
+    check_http,
+    check_raw,
+    check_still_serving,
+    check_ws,
+    http_probes,
+    raw_probes,
+    ws_probes,
+)
+from hypothesis import HealthCheck, given, settings
+from tts_container.app import create_app
+from tts_container.metrics import MetricsLog
+from tts_container.server import uvicorn_config
+from tts_container.settings import Settings
+from websockets.exceptions import ConnectionClosedError
+from websockets.sync.client import ClientConnection, connect
+
+FUZZ = settings(
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    engine = FakeEngine(segments=2, samples=240)
+    app = create_app(
+        Settings(cache_dir=Path(tmp_path_factory.mktemp("cache")), queue_max_depth=4),
+        engine_factory=lambda _settings: engine,
+        metrics=MetricsLog("fuzz", stream=io.StringIO()),
+    )
+    chosen = _free_port()
+    server = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=chosen, log_level="error"))
+    thread = threading.Thread(target=server.run, name="fuzz-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while True:
+        assert thread.is_alive(), "the server thread died"
+        assert time.monotonic() < deadline, "the server never answered /ping 200"
+        try:
+            if httpx.get(f"http://127.0.0.1:{chosen}/ping", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    try:
+        yield chosen
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def client(port: int) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as kept_alive:
+        yield kept_alive
+
+
+@pytest.fixture(scope="module")
+def session(port: int) -> Iterator[ClientConnection]:
+    url = f"ws://127.0.0.1:{port}/invocations-bidirectional-stream"
+    with connect(url, open_timeout=10, max_size=None) as ws:
+        yield ws
+
+
+@settings(FUZZ, max_examples=1500)
+@given(probe=http_probes)
+def test_http_requests_never_get_a_5xx_or_a_dropped_connection(
+    client: httpx.Client, probe: HttpProbe
+) -> None:
+    check_http(client, probe)
+
+
+@settings(FUZZ, max_examples=250)
+@given(probe=raw_probes)
+def test_raw_bytes_get_json_4xx_answers_or_none(port: int, probe: RawProbe) -> None:
+    check_raw(port, probe)
+
+
+@settings(FUZZ, max_examples=800)
+@given(probe=ws_probes)
+def test_websocket_frames_get_error_frames_and_the_session_goes_on(
+    session: ClientConnection, probe: WsProbe
+) -> None:
+    check_ws(session, probe)
+
+
+def test_the_server_still_serves_after_the_fuzzing(
+    client: httpx.Client, session: ClientConnection
+) -> None:
+    check_still_serving(client)
+    assert check_ws(session, WsProbe("valid", json.dumps({"text": "Still here."}))) == (
+        "synthesis_complete"
+    )
+    assert session.ping().wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome"),
+    [
+        (b'{"text": "\\udae9"}', "400 invalid_text"),
+        (b'{"text": "ok \\ud800\\udc00 \\udc00"}', "400 invalid_text"),
+        (b'{"text": "Hi.", "speed": ' + b"9" * 400 + b"}", "422 invalid_speed"),
+        (b'{"text": "Hi.", "speed": ' + b"9" * 5000 + b"}", "422 invalid_speed"),
+        (b'{"text": "Hi.", "speed": 1e999}', "422 invalid_speed"),
+        (b'{"text": "Hi.", "speed": NaN}', "400 invalid_json"),
+        (b"[" * 999 + b"]" * 999, "400 json_too_deep"),
+        (b"[" * 100_000, "400 json_too_deep"),
+        (b'{"text": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}', "200"),
+        (b"\xff\xfe{", "400 invalid_json"),
+    ],
+)
+def test_the_issue_s_inputs_get_4xx_json(client: httpx.Client, body: bytes, outcome: str) -> None:
+    assert check_http(client, HttpProbe("issue", body)) == outcome
+
+
+def test_lone_surrogates_over_the_websocket_are_an_error_frame(session: ClientConnection) -> None:
+    frame = '{"text": "\\udae9", "request_id": "sur"}'
+    assert check_ws(session, WsProbe("issue", frame)) == "error invalid_text"
+
+
+@pytest.mark.parametrize(
+    ("data", "outcome"),
+    [
+        (b"GARBAGE\r\n\r\n", "400 bad_http_request"),
+        (
+            b"POST /invocations HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "400 bad_http_request",
+        ),
+        (b"GET /\xff HTTP/1.1\r\nHost: t\r\n\r\n", "400 bad_http_request"),
+        (
+            b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\n\r\n",
+            "400 bad_websocket_handshake",
+        ),
+        (
+            b"GET /elsewhere HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            "403 websocket_refused",
+        ),
+        (
+            b"GET /ping HTTP/1.1\r\nHost: t\r\n\r\nGARBAGE\r\n\r\n",  # pipelined after a good one
+            "200, 400 bad_http_request",
+        ),
+    ],
+)
+def test_protocol_errors_answer_json(port: int, data: bytes, outcome: str) -> None:
+    assert check_raw(port, RawProbe("issue", data)) == outcome
+
+
+def test_a_body_broken_while_the_app_reads_it_gets_json_400_and_frees_the_slot(
+    port: int, client: httpx.Client
+) -> None:
+    head = (
+        b"POST /invocations HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(head + b'5\r\n{"tex\r\n')  # the app is now waiting for the rest
+        time.sleep(0.2)
+        sock.sendall(b"not-a-chunk-size\r\n")
+        sock.settimeout(5)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"] == "bad_http_request"
+    deadline = time.monotonic() + 10
+    while client.get("/ping").headers["x-in-flight"] != "0":
+        assert time.monotonic() < deadline, "the broken request kept its slot"
+        time.sleep(0.02)
+
+
+def test_a_frame_over_the_size_limit_closes_1009_and_the_server_goes_on(
+    port: int, client: httpx.Client
+) -> None:
+    url = f"ws://127.0.0.1:{port}/invocations-bidirectional-stream"
+    with connect(url, open_timeout=10, max_size=None) as ws:
+        ws.send("x" * (1024 * 1024 + 1))
+        with pytest.raises(ConnectionClosedError) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009
+    check_still_serving(client)

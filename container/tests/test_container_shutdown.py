@@ -1,0 +1,220 @@
+"""Graceful shutdown on SIGTERM: a real server process, real sockets, four streams in flight.
+
+SageMaker sends SIGTERM and SIGKILL 30 s later. The server must stop admitting at once, let the
+streams in flight finish (or cut them cleanly at the drain deadline) and exit 0 well before that.
+The process is the real server code around the fake engine (container_fake_server.py), so the
+streams last as long as the test needs, whatever the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+HERE = Path(__file__).parent
+SAGEMAKER_KILL_S = 30.0
+SAMPLES = 2400  # per segment: 4800 bytes of s16le
+WAIT_S = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _start(tmp_path: Path, *, segments: int, delay_s: float, drain_s: float) -> Iterator[Server]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "QUEUE_MAX_DEPTH": "8",
+        "INFERENCE_WORKERS": "4",
+        "SHUTDOWN_DRAIN_S": str(drain_s),
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "container_fake_server.py"),
+                *("--port", str(port), "--segments", str(segments)),
+                *("--samples", str(SAMPLES), "--delay-s", str(delay_s)),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    server = Server(process, port, log)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            assert process.poll() is None, f"the server exited early:\n{server.logs()}"
+            assert time.monotonic() < deadline, f"no /ping 200:\n{server.logs()}"
+            try:
+                if httpx.get(server.url + "/ping", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
+@dataclass
+class Stream:
+    """One audio stream on its own thread: what arrived and how it ended."""
+
+    audio: int = 0
+    first_audio: threading.Event = field(default_factory=threading.Event)
+    frames: list[dict] = field(default_factory=list)
+    ending: str = ""
+    close_code: int | None = None
+
+
+def _http_stream(url: str, stream: Stream) -> None:
+    payload = {"text": "A long answer, streamed while the server is told to stop."}
+    try:
+        with (
+            httpx.Client(timeout=WAIT_S) as client,
+            client.stream("POST", url + "/invocations", json=payload) as response,
+        ):
+            assert response.status_code == 200, response.read()
+            for chunk in response.iter_raw():
+                stream.audio += len(chunk)
+                stream.first_audio.set()
+        stream.ending = "complete"
+    except httpx.RemoteProtocolError:  # the body ended without its last chunk: cut
+        stream.ending = "cut"
+
+
+def _ws_stream(url: str, stream: Stream) -> None:
+    ws_url = url.replace("http", "ws", 1) + "/invocations-bidirectional-stream"
+    with connect(ws_url, open_timeout=WAIT_S) as ws:
+        ws.send(json.dumps({"text": "A long answer over the WebSocket.", "request_id": "ws"}))
+        try:
+            while True:
+                message = ws.recv(timeout=WAIT_S)
+                if isinstance(message, bytes):
+                    stream.audio += len(message)
+                    stream.first_audio.set()
+                else:
+                    stream.frames.append(json.loads(message))
+        except ConnectionClosed as closed:
+            stream.close_code = closed.rcvd.code if closed.rcvd is not None else None
+    kinds = [frame["type"] for frame in stream.frames]
+    stream.ending = "complete" if "synthesis_complete" in kinds else "cut"
+
+
+def _four_streams_in_flight(server: Server) -> tuple[list[Stream], list[threading.Thread]]:
+    """Three HTTP streams and one WebSocket stream, each past its first audio."""
+    streams = [Stream() for _ in range(4)]
+    targets = [_http_stream, _http_stream, _http_stream, _ws_stream]
+    threads = [
+        threading.Thread(target=target, args=(server.url, stream), daemon=True)
+        for target, stream in zip(targets, streams, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for stream in streams:
+        assert stream.first_audio.wait(WAIT_S), server.logs()
+    assert httpx.get(server.url + "/ping", timeout=5).headers["x-in-flight"] == "4"
+    return streams, threads
+
+
+@pytest.fixture
+def slow_streams(tmp_path: Path) -> Iterator[Server]:
+    """Streams of 12 segments, 0.25 s apart (3 s each): well within a 20 s drain."""
+    yield from _start(tmp_path, segments=12, delay_s=0.25, drain_s=20)
+
+
+@pytest.fixture
+def endless_streams(tmp_path: Path) -> Iterator[Server]:
+    """Streams of 400 segments, 0.1 s apart (40 s): longer than the drain of 1 s."""
+    yield from _start(tmp_path, segments=400, delay_s=0.1, drain_s=1)
+
+
+def test_sigterm_lets_four_streams_in_flight_finish_then_exits_0(slow_streams: Server) -> None:
+    server = slow_streams
+    with httpx.Client(base_url=server.url, timeout=10) as kept_alive:
+        assert kept_alive.get("/ping").status_code == 200  # a connection open before SIGTERM
+        streams, threads = _four_streams_in_flight(server)
+        signalled = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+
+        # no more admissions: 503 shutting_down on an open connection, refused new connections
+        refused = kept_alive.post("/invocations", json={"text": "One more, please."})
+        assert refused.status_code == 503
+        assert refused.json()["error"] == "shutting_down"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                httpx.get(server.url + "/ping", timeout=2)
+            except httpx.ConnectError:
+                break
+            assert time.monotonic() < deadline, "the listener stayed open while draining"
+            time.sleep(0.05)
+
+        for thread in threads:
+            thread.join(WAIT_S)
+        exit_status = server.process.wait(timeout=SAGEMAKER_KILL_S)
+        stopped_s = time.monotonic() - signalled
+    full = 12 * SAMPLES * 2
+    assert [s.ending for s in streams] == ["complete"] * 4, server.logs()
+    assert [s.audio for s in streams] == [full] * 4
+    assert streams[3].frames[-1]["type"] == "synthesis_complete"
+    assert streams[3].close_code == 1012  # then the session closes: service restart
+    assert exit_status == 0, server.logs()
+    assert stopped_s < SAGEMAKER_KILL_S
+    assert "drained in" in server.logs()
+
+
+def test_streams_longer_than_the_drain_are_cut_cleanly_and_the_exit_is_0(
+    endless_streams: Server,
+) -> None:
+    server = endless_streams
+    streams, threads = _four_streams_in_flight(server)
+    signalled = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    for thread in threads:
+        thread.join(WAIT_S)
+    exit_status = server.process.wait(timeout=SAGEMAKER_KILL_S)
+    stopped_s = time.monotonic() - signalled
+    assert [s.ending for s in streams] == ["cut"] * 4, server.logs()
+    assert all(0 < s.audio < 400 * SAMPLES * 2 for s in streams)
+    assert streams[3].frames[-1]["error"] == "shutting_down"
+    assert streams[3].close_code == 1012
+    assert exit_status == 0, server.logs()
+    assert stopped_s < 1 + 10, stopped_s  # the drain, then a bounded cut and close
+    assert "drain deadline: cutting 4 streams" in server.logs()
