@@ -120,6 +120,8 @@ class Rung(_Model):
     window_start: str | None = None
     window_end: str | None = None
     cw_max: float | None = None
+    # The CloudWatch period cw_max was read at: 10 s while CloudWatch holds it (3 h), then 60/300.
+    cw_period_s: int | None = None
     instance_count: int | None = None
     client: ClientTiming | None = None
     load_avg_1m: float | None = None

@@ -3,8 +3,10 @@
 `AWS/SageMaker ConcurrentRequestsPerModel` (EndpointName, VariantName; 10 s, Maximum) arrives
 about two minutes late, so the join waits, bounded, until the metric covers the last window.
 Its units differ from the client's time-weighted mean; the ratio per rung is what plan converts
-thresholds with. With an inference component the metric is `ConcurrentRequestsPerCopy`
-(dimension InferenceComponentName), the same per-copy view.
+thresholds with. CloudWatch keeps 10 s datapoints for 3 hours, 60 s ones for 15 days and 300 s
+ones for 63 days, so a window is read at the finest period its age still has (hourly beyond),
+and each rung records it as `cw_period_s`. With an inference component the metric is
+`ConcurrentRequestsPerCopy` (dimension InferenceComponentName), the same per-copy view.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from pytest_tts_scaling.schema import Rung
 NAMESPACE = "AWS/SageMaker"
 METRIC = "ConcurrentRequestsPerModel"
 PERIOD_S = 10
+# (age limit in seconds, finest period CloudWatch still holds for data that old).
+RETENTION = ((3 * 3600.0, 10), (15 * 86400.0, 60), (63 * 86400.0, 300))
+OLDEST_PERIOD_S = 3600
 # The metric lags about 2 minutes; past this after the last window the join takes what it has.
 MAX_LAG_S = 6 * 60.0
 POLL_S = 20.0
@@ -32,11 +37,18 @@ def parse_time(value: str) -> datetime:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+def period_for(start: datetime, now: datetime) -> int:
+    """The finest period CloudWatch still holds for data from `start`, seen at `now`."""
+    age = (now - start).total_seconds()
+    return next((period for limit, period in RETENTION if age < limit), OLDEST_PERIOD_S)
+
+
 @dataclass
 class _Window:
     index: int
     start: datetime
     end: datetime
+    period: int = PERIOD_S
     maximum: float | None = None
     complete: bool = False
 
@@ -53,18 +65,27 @@ def annotate_rungs(
     max_lag_s: float = MAX_LAG_S,
     poll_s: float = POLL_S,
 ) -> list[Rung]:
-    """Rungs with `cw_max` (highest 10 s Maximum in the window) and `cw_ratio` = cw_max / mean.
+    """Rungs with `cw_max` (highest Maximum in the window), `cw_ratio` = cw_max / mean and
+    `cw_period_s`, the period it was read at (10 s while CloudWatch still holds it).
 
     The metric is the variant's ConcurrentRequestsPerModel, or `component`'s
     ConcurrentRequestsPerCopy when a component is measured.
     """
+    now = clock.now()
     windows = [
-        _Window(i, parse_time(r.window_start), parse_time(r.window_end))
+        _Window(i, start, parse_time(r.window_end), period_for(start, now))
         for i, r in enumerate(rungs)
         if r.window_start and r.window_end
+        for start in (parse_time(r.window_start),)
     ]
     if not windows:
         return list(rungs)
+    coarse = sorted({w.period for w in windows if w.period != PERIOD_S})
+    if coarse:
+        log(
+            f"CloudWatch keeps 10 s datapoints for 3 h only: older rung windows are read at "
+            f"{', '.join(f'{p} s' for p in coarse)}"
+        )
     deadline = max(w.end for w in windows) + timedelta(seconds=max_lag_s)
     scope = ScalingScope(endpoint, variant, component)
     metric, dimensions = scope.metric, scope.metric_dimensions
@@ -94,7 +115,9 @@ def annotate_rungs(
         ratio = None
         if window.maximum is not None and rung.concurrency_mean > 0:
             ratio = window.maximum / rung.concurrency_mean
-        out[window.index] = rung.model_copy(update={"cw_max": window.maximum, "cw_ratio": ratio})
+        out[window.index] = rung.model_copy(
+            update={"cw_max": window.maximum, "cw_ratio": ratio, "cw_period_s": window.period}
+        )
     return out
 
 
@@ -105,7 +128,7 @@ def _query(cloudwatch: Any, window: _Window, metric: str, dimensions: list[dict[
         Dimensions=dimensions,
         StartTime=window.start,
         EndTime=window.end,
-        Period=PERIOD_S,
+        Period=window.period,
         Statistics=["Maximum"],
     ).get("Datapoints", [])
     if not points:
@@ -113,4 +136,4 @@ def _query(cloudwatch: Any, window: _Window, metric: str, dimensions: list[dict[
     window.maximum = max(float(p["Maximum"]) for p in points)
     latest = max(p["Timestamp"] for p in points)
     # Complete once a datapoint reaches the window's last two periods.
-    window.complete = latest >= window.end - timedelta(seconds=2 * PERIOD_S)
+    window.complete = latest >= window.end - timedelta(seconds=2 * window.period)

@@ -8,7 +8,7 @@ import pytest
 from aws_helpers import FakeClock, put_concurrency, unique
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.cloudwatch import MAX_LAG_S, annotate_rungs, parse_time
+from pytest_tts_scaling.aws.cloudwatch import MAX_LAG_S, annotate_rungs, parse_time, period_for
 from pytest_tts_scaling.schema import Rung, Summary
 
 EMPTY = Summary(
@@ -151,3 +151,49 @@ def test_naive_and_zulu_times_are_utc() -> None:
     assert parse_time("2026-01-01T00:00:00Z") == datetime(2026, 1, 1, tzinfo=UTC)
     assert parse_time("2026-01-01T00:00:00") == datetime(2026, 1, 1, tzinfo=UTC)
     assert parse_time("2026-01-01T01:00:00+01:00") == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("age", "period"),
+    [
+        (timedelta(minutes=20), 10),
+        (timedelta(hours=2, minutes=59), 10),
+        (timedelta(hours=4), 60),
+        (timedelta(days=14), 60),
+        (timedelta(days=20), 300),
+        (timedelta(days=90), 3600),
+    ],
+)
+def test_period_follows_what_cloudwatch_still_holds(age: timedelta, period: int) -> None:
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    assert period_for(now - age, now) == period
+
+
+def test_an_old_window_is_read_at_60_s_and_the_rung_says_so(clients: AwsClients) -> None:
+    endpoint = unique()
+    now = datetime.now(UTC)
+    start = now.replace(second=0, microsecond=0) - timedelta(hours=4)
+    end = start + timedelta(seconds=120)
+    put_concurrency(endpoint, "AllTraffic", series(start, end, 6.0))
+    asked: list[int] = []
+
+    def record(params: dict[str, object], **kwargs: object) -> None:
+        asked.append(int(params["Period"]))  # type: ignore[call-overload]
+
+    clients.cloudwatch.meta.events.register(
+        "provide-client-params.cloudwatch.GetMetricStatistics", record
+    )
+    lines: list[str] = []
+    (out,) = annotate_rungs(
+        clients.cloudwatch,
+        [rung(6, 6.0, start, end)],
+        endpoint=endpoint,
+        variant="AllTraffic",
+        clock=FakeClock(start=now).clock(),
+        log=lines.append,
+    )
+    assert set(asked) == {60}
+    assert out.cw_period_s == 60
+    assert out.cw_max == pytest.approx(6.0)
+    assert out.cw_ratio == pytest.approx(1.0)
+    assert any("read at 60 s" in line for line in lines), lines

@@ -349,3 +349,34 @@ def test_capacity_restore_wait_is_bounded(fake_clock: FakeClock) -> None:
         )
     assert sum(fake_clock.sleeps) == 600
     assert sagemaker.updates == []
+
+
+class RolledBackSageMaker(UpdatingSageMaker):
+    """Updating once, then stuck in a state no wait can leave."""
+
+    def __init__(self, final: str):
+        super().__init__(updating_for=1)
+        self.final = final
+
+    def describe_endpoint(self, EndpointName: str) -> dict[str, object]:
+        answer = super().describe_endpoint(EndpointName)
+        if answer["EndpointStatus"] == "InService":
+            answer["EndpointStatus"] = self.final
+        return answer
+
+
+@pytest.mark.parametrize("final", ["UpdateRollbackFailed", "Failed", "OutOfService"])
+def test_a_terminal_status_ends_the_wait_at_once(fake_clock: FakeClock, final: str) -> None:
+    from pytest_tts_scaling.aws.freeze import FreezeError
+
+    sagemaker = RolledBackSageMaker(final)
+    with pytest.raises(FreezeError, match=f"is {final}: cannot hold its capacity"):
+        restore(
+            _clients_with(sagemaker, fake_clock),
+            _pinned_snapshot(),
+            log=print,
+            timeout_s=30 * 60,
+            poll_s=15,
+        )
+    assert sum(fake_clock.sleeps) <= 15  # not the 30-minute bound
+    assert sagemaker.updates == []
