@@ -15,7 +15,18 @@ from collections.abc import Sequence
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.errors import ToolError
 
-COMMANDS = ("qmax", "ttotal", "drift", "plan", "validate", "thaw", "compare", "load")
+COMMANDS = (
+    "qmax",
+    "ttotal",
+    "drift",
+    "plan",
+    "validate",
+    "thaw",
+    "compare",
+    "load",
+    "report",
+    "export",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -313,6 +313,15 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         default=False,
     ),
     OptionSpec(
+        "--export-csv",
+        "tts_export_csv",
+        "Also write each artifact's rungs and per-request records (ttotal: stages; plan: "
+        "findings) as CSV into DIR, as `tts-bench export` does. Default: none.",
+        Path,
+        None,
+        "DIR",
+    ),
+    OptionSpec(
         "--qmax-artifact",
         "tts_qmax_artifact",
         "qmax artifact for ttotal and plan. Default: none.",
@@ -409,6 +418,7 @@ class RunOptions:
     allow_config_mismatch: bool = False
     allow_shallow_queue: bool = False
     force: bool = False
+    export_csv: Path | None = None
     qmax_artifact: Path | None = None
     ttotal_artifact: Path | None = None
     plan_artifact: Path | None = None

@@ -16,7 +16,7 @@ import pytest
 from pytest_tts_scaling import fixtures
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import OPTION_SPECS, RunOptions
-from pytest_tts_scaling.report import ReportExtras
+from pytest_tts_scaling.report import ReportExtras, Shown
 
 STEP_MARKERS = {
     "qmax": "Q_max: closed-loop concurrency search under a frozen endpoint.",
@@ -75,6 +75,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """--export-csv: the tables of every artifact the session's tests showed, as CSV."""
+    options = session.config.stash.get(OPTIONS_KEY, None)
+    if options is None or options.export_csv is None:
+        return
+    from pytest_tts_scaling.export import export_csv
+
+    summary = session.config.stash[SUMMARY_KEY]
+    for shown in shown_artifacts(session):
+        done = export_csv(shown.artifact, shown.path, options.export_csv)
+        summary.extend(f"csv: {path}" for path in done.written)
+        summary.extend(f"csv: {note}" for note in done.notes)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     lines = config.stash.get(SUMMARY_KEY, [])
     if lines:
@@ -110,11 +124,43 @@ class HtmlExtras:
         if extras is not None and report.when == "call":
             from pytest_html import extras as html_extras
 
+            from pytest_tts_scaling.report import render
+
             made = [
-                html_extras.html(f"<h3>{extra.name}</h3>{extra.content}")
+                html_extras.html(render("extra.html.j2", name=extra.name, content=extra.content))
                 if extra.kind == "html"
                 else getattr(html_extras, extra.kind)(extra.content, name=extra.name)
                 for extra in extras.items
             ]
+            made += [
+                html_extras.url(shown.path.with_suffix(".html").name, name="page")
+                for shown in extras.shown
+            ]
             report.extras = [*getattr(report, "extras", []), *made]  # type: ignore[attr-defined]
         return report
+
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
+        """The answer on the first screen, and a self-contained page per artifact beside it."""
+        shown = shown_artifacts(session)
+        if not shown:
+            return
+        from pytest_tts_scaling.pages import view_for, write_page
+        from pytest_tts_scaling.report import render
+
+        base = Path(session.config.option.htmlpath).parent
+        views = [view_for(s) for s in shown]
+        for view in views:
+            write_page(view, base / view.page)
+        prefix.append(render("html_summary.html.j2", views=views, base=base, pages=True))
+
+
+def shown_artifacts(session: pytest.Session) -> list[Shown]:
+    """The artifacts this session's tests showed, once each (the last showing of a path wins)."""
+    by_path: dict[Path, Shown] = {}
+    for item in session.items:
+        extras = item.stash.get(EXTRAS_KEY, None)
+        for shown in extras.shown if extras is not None else ():
+            by_path[shown.path.resolve()] = shown
+    return list(by_path.values())

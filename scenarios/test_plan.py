@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.report import ReportExtras
+from pytest_tts_scaling.report import ReportExtras, render
 
 pytestmark = pytest.mark.plan
 
@@ -23,7 +23,6 @@ def test_plan_has_no_stop_findings(
     from pytest_tts_scaling.artifacts import load, save
     from pytest_tts_scaling.errors import InputError
     from pytest_tts_scaling.plan import compute_plan, inputs_from_options
-    from pytest_tts_scaling.plan_report import findings_table_html, surge_png
     from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact, plan_filename
 
     missing = [
@@ -52,9 +51,8 @@ def test_plan_has_no_stop_findings(
         pytest.fail(f"plan refused its inputs: {exc}", pytrace=False)
     plan = outcome.artifact
     path = save(plan, tts_options.artifacts_dir / plan_filename(plan.model))
-    tts_report.html(findings_table_html(plan), name="plan findings")
-    tts_report.png(surge_png(outcome), name="simulated surge")
-    tts_report.text(plan.config_block, name="ModelEndpointConfig")
+    tts_report.artifact(plan, path, outcome)
+    tts_report.html(render("plan.html.j2", plan=plan), name="plan findings and ModelEndpointConfig")
     tts_summary.append(
         f"plan {plan.verdict}: target {plan.scaling_target_value:g}, scale-in "
         f"{plan.scale_in_threshold:g}, cooldowns {plan.scale_out_cooldown_s}/"

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_tts_scaling.ladder import LadderResult
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.report import ReportExtras, ladder_png, render, rung_table_html
+from pytest_tts_scaling.report import ReportExtras, ladder_svg, render, rung_table_html
 from pytest_tts_scaling.schema import QmaxArtifact
 
 pytestmark = pytest.mark.qmax
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.qmax
 
 def test_qmax_found(tts_ladder: LadderResult, tts_report: ReportExtras) -> None:
     artifact = tts_ladder.artifact
-    tts_report.png(ladder_png(artifact), name="ladder: p95 TTFAB and throughput per rung")
+    tts_report.artifact(artifact, tts_ladder.path)
     tts_report.html(rung_table_html(artifact), name="rungs")
     assert artifact.q_max is not None, (
         f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung: "
@@ -105,7 +105,7 @@ def test_qmax_no_regression_against_baseline(
         )
     except InputError as exc:
         raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
-    tts_report.png(ladder_png(artifact, baseline=qmax_baseline), name="ladder against the baseline")
+    tts_report.svg(ladder_svg(artifact, baseline=qmax_baseline), name="ladder against the baseline")
     tts_report.html(render("compare.html.j2", comparison=comparison), name="regression checks")
     tts_summary.extend(f"qmax baseline: warning: {w}" for w in comparison.warnings)
     tts_summary.extend(f"qmax baseline: {c.line()}" for c in comparison.regressions)

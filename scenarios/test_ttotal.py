@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling.report import ReportExtras, waterfall_png
+from pytest_tts_scaling.report import ReportExtras, render
 from pytest_tts_scaling.schema import TtotalArtifact
 
 pytestmark = pytest.mark.ttotal
@@ -15,8 +15,9 @@ pytestmark = pytest.mark.ttotal
 def test_new_instance_reached_service(
     tts_scale_timeline: tuple[TtotalArtifact, Path], tts_report: ReportExtras
 ) -> None:
-    artifact, _ = tts_scale_timeline
-    tts_report.png(waterfall_png(artifact), name="scale-out timeline")
+    artifact, path = tts_scale_timeline
+    tts_report.artifact(artifact, path)
+    tts_report.html(render("stages.html.j2", artifact=artifact), name="scale-out stages")
     stages = [s.stage for s in artifact.stages]
     assert "desired_set" in stages
     assert "in_service" in stages, f"the new instance never reached service; stages: {stages}"

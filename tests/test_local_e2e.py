@@ -80,7 +80,7 @@ def test_local_qmax_writes_the_artifact_and_a_report_with_a_picture(
     assert one["ttfab_ms"]["p95"] > 0
     assert one["audio_s"]["mean"] > 0.3  # real audio came back, not an empty stream
     html = report.read_text()
-    assert "data:image/png;base64" in html
+    assert "data:image/svg+xml;base64" in html
     assert "untrained Kokoro-82M" in html
 
 

@@ -159,7 +159,7 @@ def test_qmax_against_a_server_with_known_capacity(
     assert len(records) >= sum(r["completed"] for r in artifact["rungs"])
     assert {"request_id", "start_ns", "end_ns", "ttfab_ms"} <= set(json.loads(records[0]))
     html = (pytester.path / "report.html").read_text()
-    assert "data:image/png;base64" in html
+    assert "data:image/svg+xml;base64" in html
     assert "p95 CI" in html
 
 
