@@ -24,7 +24,7 @@ from pytest_tts_scaling.records import RequestSpec, StreamTimer
 from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, Session, Transport
 
 BIDI_PORT = 8443
-# A custom endpoint for the HTTP/2 runtime (the SDK's own setting); port 8443 otherwise.
+# A custom endpoint for the HTTP/2 runtime (the SDK's own setting); see runtime_endpoint().
 ENDPOINT_ENV = "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"
 QUEUE_SATURATED = "queue_saturated"
 CLOSE_TIMEOUT_S = 5.0
@@ -138,6 +138,34 @@ async def _close_quietly(stream: Any) -> None:
         pass
 
 
+def runtime_endpoint(session: Any, region: str) -> str | None:
+    """Where the HTTP/2 runtime is, by boto3's standard endpoint settings.
+
+    None when the SDK's own setting (`AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2`) is there: its
+    resolver reads it. Else `AWS_ENDPOINT_URL` or a profile's `endpoint_url` (unless
+    `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`), else the region's endpoint under its partition's DNS
+    suffix (`amazonaws.com.cn` in China), port 8443.
+    """
+    if os.environ.get(ENDPOINT_ENV):
+        return None
+    import botocore.loaders
+
+    from pytest_tts_scaling.aws.clients import user_config
+
+    config = user_config(session.profile_name)
+    configured = os.environ.get("AWS_ENDPOINT_URL") or config.get_scoped_config().get(
+        "endpoint_url"
+    )
+    if configured and not config.get_config_variable("ignore_configured_endpoint_urls"):
+        return str(configured)
+    partition = session.get_partition_for_region(region)
+    suffixes = {
+        p["partition"]: p["dnsSuffix"]
+        for p in botocore.loaders.create_loader().load_data("endpoints")["partitions"]
+    }
+    return f"https://runtime.sagemaker.{region}.{suffixes[partition]}:{BIDI_PORT}"
+
+
 async def _maybe_await(value: Any) -> Any:
     return await value if asyncio.iscoroutine(value) else value
 
@@ -155,8 +183,9 @@ async def _default_client() -> Any:
             "no AWS region configured: expected AWS_DEFAULT_REGION or a profile region"
         )
     overrides: dict[str, Any] = {}
-    if not os.environ.get(ENDPOINT_ENV):  # else the SDK's own resolver reads it
-        overrides["endpoint_uri"] = f"https://runtime.sagemaker.{region}.amazonaws.com:{BIDI_PORT}"
+    endpoint = runtime_endpoint(session, region)
+    if endpoint is not None:
+        overrides["endpoint_uri"] = endpoint
     config = await AsyncSageMakerRuntimeHTTP2Config.resolve(
         region=region,
         aws_credentials_identity_resolver=_Boto3Credentials(session),

@@ -1,14 +1,16 @@
 """AWS clients from boto3's standard configuration chain, created on first use, and the clock.
 
-Profile, region, credentials and `AWS_ENDPOINT_URL` come from boto3 alone (environment, shared
-config files, instance roles); nothing here reads them itself. No client exists until a step asks
-for one, so importing the plugin or collecting tests needs no credentials. Every wait takes its
+Profile, region, credentials, retries and `AWS_ENDPOINT_URL` come from boto3 alone (environment,
+shared config files, instance roles); retries default to standard mode with 5 attempts only where
+the user set none. No client exists until a step asks for one, so importing the plugin or
+collecting tests needs no credentials. Every wait takes its
 time and its sleep from a :class:`Clock`, so tests drive waits without sleeping.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -73,8 +75,10 @@ class AwsClients:
 
             if self.session is None:
                 self.session = boto3.Session()
-            config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=10)
             with aws_errors():
+                config = Config(
+                    retries=default_retries(self.session.profile_name), connect_timeout=10
+                )
                 self._clients[service] = self.session.client(service, config=config)
         return self._clients[service]
 
@@ -98,6 +102,31 @@ class AwsClients:
     def region_name(self) -> str | None:
         region: str | None = self.sagemaker.meta.region_name
         return region
+
+
+# Unless the user's environment or profile says otherwise: standard mode, 5 attempts in all.
+DEFAULT_RETRY_MODE = "standard"
+DEFAULT_MAX_ATTEMPTS = 5
+
+
+def user_config(profile: str | None) -> Any:
+    """The user's botocore configuration (environment, config file) under `profile`."""
+    import botocore.session
+
+    # boto3 names the implicit profile "default"; botocore then insists that it exists.
+    return botocore.session.Session(profile=None if profile == "default" else profile)
+
+
+def default_retries(profile: str | None) -> dict[str, Any]:
+    """Retry settings for what the user left unset; AWS_RETRY_MODE, AWS_MAX_ATTEMPTS and a
+    profile's retry_mode / max_attempts win (botocore reads whatever key this leaves out)."""
+    user = user_config(profile)
+    retries: dict[str, Any] = {}
+    if "AWS_RETRY_MODE" not in os.environ and "retry_mode" not in user.get_scoped_config():
+        retries["mode"] = DEFAULT_RETRY_MODE
+    if user.get_config_variable("max_attempts") is None:
+        retries["total_max_attempts"] = DEFAULT_MAX_ATTEMPTS
+    return retries
 
 
 @contextlib.contextmanager

@@ -182,7 +182,9 @@ def test_transport_opens_one_stream_per_session_and_closes_it() -> None:
 
     class Client:
         async def invoke_endpoint_with_bidirectional_stream(self, request: Any) -> Any:
-            stream = FakeDuplexStream([(0.0, text({"type": "synthesis_complete"}))])
+            stream = FakeDuplexStream(
+                [(0.0, audio(b"\x01\x00" * 240)), (0.0, text({"type": "synthesis_complete"}))]
+            )
             stream.closed = False  # type: ignore[attr-defined]
 
             async def close() -> None:
@@ -210,3 +212,31 @@ def test_transport_opens_one_stream_per_session_and_closes_it() -> None:
     assert asyncio.run(go()) == "ok"
     assert [request for request, _ in streams] == ["input speech-x AllTraffic"]
     assert streams[0][1].closed
+
+
+def test_the_runtime_endpoint_follows_the_standard_endpoint_settings(
+    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    from pytest_tts_scaling.aws.bidi import ENDPOINT_ENV, runtime_endpoint
+
+    session = boto3.Session()
+    # AWS_ENDPOINT_URL (here: moto) applies to the HTTP/2 runtime as to every service.
+    assert runtime_endpoint(session, "us-east-1") == aws_env["AWS_ENDPOINT_URL"]
+    monkeypatch.setenv(ENDPOINT_ENV, "http://127.0.0.1:9")
+    assert runtime_endpoint(session, "us-east-1") is None  # the SDK's resolver reads its own
+    monkeypatch.delenv(ENDPOINT_ENV)
+    monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
+    assert runtime_endpoint(session, "us-east-1") == (
+        "https://runtime.sagemaker.us-east-1.amazonaws.com:8443"
+    )
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.delenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+    # The partition's DNS suffix, not amazonaws.com everywhere.
+    assert runtime_endpoint(session, "cn-north-1") == (
+        "https://runtime.sagemaker.cn-north-1.amazonaws.com.cn:8443"
+    )
+    assert runtime_endpoint(session, "eu-west-1") == (
+        "https://runtime.sagemaker.eu-west-1.amazonaws.com:8443"
+    )

@@ -70,3 +70,32 @@ def test_wait_gives_up_after_its_timeout_without_sleeping_for_real() -> None:
         fake.clock().wait_for(lambda: None, timeout_s=60, interval_s=15, what="endpoint InService")
     assert sum(fake.sleeps) == 60
     assert fake.sleeps == [15, 15, 15, 15]
+
+
+def _retry_settings(clients: AwsClients) -> tuple[str, int]:
+    config = clients.sagemaker.meta.config
+    return config.retries["mode"], config.retries["total_max_attempts"]
+
+
+def test_retries_default_to_standard_with_five_attempts(aws_env: dict[str, str]) -> None:
+    assert _retry_settings(AwsClients()) == ("standard", 5)
+
+
+def test_the_users_retry_environment_wins(
+    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_RETRY_MODE", "adaptive")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "9")
+    assert _retry_settings(AwsClients()) == ("adaptive", 9)
+    monkeypatch.delenv("AWS_RETRY_MODE")
+    assert _retry_settings(AwsClients()) == ("standard", 9)
+
+
+def test_the_users_profile_retry_settings_win(
+    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "config"
+    config.write_text("[profile bench]\nregion = us-east-1\nretry_mode = legacy\nmax_attempts = 2\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "bench")
+    assert _retry_settings(AwsClients()) == ("legacy", 2)
