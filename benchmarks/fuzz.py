@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from hypothesis import strategies as st
 TESTS = Path(__file__).resolve().parent.parent / "container" / "tests"
 sys.path.insert(0, str(TESTS))
 
+from container_fake_server import free_port, wait_until_ready  # noqa: E402
 from container_fuzzing import (  # noqa: E402
     HttpProbe,
     RawProbe,
@@ -52,28 +52,8 @@ SHARES = {"http": 0.6, "ws": 0.3, "raw": 0.1}
 START_TIMEOUT_S = 60.0
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes] | None) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise SystemExit(f"the server exited early with status {process.returncode}")
-        try:
-            if httpx.get(url + "/ping", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"no /ping 200 from {url} within {START_TIMEOUT_S:.0f} s")
-
-
 def _start_fake_server(queue_max_depth: int) -> tuple[str, subprocess.Popen[bytes]]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "QUEUE_MAX_DEPTH": str(queue_max_depth), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, str(TESTS / "container_fake_server.py"), "--port", str(port)],
@@ -179,7 +159,8 @@ def main() -> int:
     if url is None:
         url, process = _start_fake_server(args.queue_max_depth)
     try:
-        _wait_ready(url, process)
+        alive = (lambda: True) if process is None else (lambda: process.poll() is None)
+        wait_until_ready(url, alive, START_TIMEOUT_S)
         tally = Tally()
         began = time.perf_counter()
         fuzz(url, args.inputs, tally)

@@ -42,6 +42,9 @@ import numpy as np
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "container" / "tests"))
+from container_fake_server import free_port, wait_until_ready
+
 TEXTS = (
     "A short reply.",
     "Streaming speech should start early, well before the end.",
@@ -64,12 +67,6 @@ class Phase:
 
     def record(self, outcome: str) -> None:
         self.outcomes[outcome] += 1
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def rss_mib(pid: int) -> float:
@@ -283,20 +280,6 @@ def start_server(args: argparse.Namespace, port: int, logs: Path) -> subprocess.
         return subprocess.Popen(command, stdout=out, stderr=err, env=env)
 
 
-def wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"tts-serve exited early with status {process.returncode}")
-        try:
-            if httpx.get(url + "/ping", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"tts-serve not ready within {timeout_s:.0f} s")
-
-
 def server_reject_ms(stdout_log: Path) -> dict[str, list[float]]:
     """The server's own time to answer queue_saturated, per transport, from its EMF lines."""
     times: dict[str, list[float]] = collections.defaultdict(list)
@@ -331,7 +314,7 @@ def main() -> int:
     process = start_server(args, port, logs)
     failures: list[str] = []
     try:
-        wait_ready(url, process, args.start_timeout_s)
+        wait_until_ready(url, lambda: process.poll() is None, args.start_timeout_s, str(logs))
         time.sleep(1.0)
         rss_before = rss_mib(process.pid)
         print(f"server pid {process.pid}, logs in {logs}; bound {bound}, {clients} clients/phase")

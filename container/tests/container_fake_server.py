@@ -9,15 +9,39 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 from container_fakes import FakeEngine
 from tts_container.app import create_app
 from tts_container.server import drain_s_from_env, serve
 from tts_container.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until_ready(url: str, alive: Callable[[], bool], timeout_s: float, logs: str = "") -> None:
+    """Until ``url`` answers /ping 200; fails if the server dies or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert alive(), f"the server died before it was ready\n{logs}"
+        assert time.monotonic() < deadline, f"no /ping 200 from {url} in {timeout_s} s\n{logs}"
+        try:
+            if httpx.get(url + "/ping", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
 
 
 def main() -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from container_fake_server import free_port, wait_until_ready
 from container_fakes import FakeEngine
 from container_fuzzing import (
     HttpProbe,
@@ -33,6 +34,7 @@ from container_fuzzing import (
     ws_probes,
 )
 from hypothesis import HealthCheck, given, settings
+from starlette.testclient import TestClient
 from tts_container.app import create_app
 from tts_container.metrics import MetricsLog
 from tts_container.server import uvicorn_config
@@ -47,12 +49,6 @@ FUZZ = settings(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     engine = FakeEngine(segments=2, samples=240)
@@ -61,20 +57,11 @@ def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         engine_factory=lambda _settings: engine,
         metrics=MetricsLog("fuzz", stream=io.StringIO()),
     )
-    chosen = _free_port()
+    chosen = free_port()
     server = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=chosen, log_level="error"))
     thread = threading.Thread(target=server.run, name="fuzz-server", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while True:
-        assert thread.is_alive(), "the server thread died"
-        assert time.monotonic() < deadline, "the server never answered /ping 200"
-        try:
-            if httpx.get(f"http://127.0.0.1:{chosen}/ping", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
+    wait_until_ready(f"http://127.0.0.1:{chosen}", thread.is_alive, 30)
     try:
         yield chosen
     finally:
@@ -214,3 +201,19 @@ def test_a_frame_over_the_size_limit_closes_1009_and_the_server_goes_on(
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1009
     check_still_serving(client)
+
+
+def test_a_bug_is_still_a_json_error(make_app, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the server")
+
+    monkeypatch.setattr("tts_container.app.parse_request", broken)
+    app, _, _ = make_app()
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert app.state.tts.ready_event.wait(10)
+        response = client.post("/invocations", json={"text": "Hello."})
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": "internal_error",
+        "detail": "RuntimeError in the server; see its log",
+    }

@@ -8,10 +8,10 @@ streams last as long as the test needs, whatever the machine.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +22,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from container_fake_server import free_port, wait_until_ready
+from starlette.testclient import TestClient
+from tts_container.drain import Drain
+from tts_container.gate import InFlight
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -29,12 +33,6 @@ HERE = Path(__file__).parent
 SAGEMAKER_KILL_S = 30.0
 SAMPLES = 2400  # per segment: 4800 bytes of s16le
 WAIT_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -52,7 +50,7 @@ class Server:
 
 
 def _start(tmp_path: Path, *, segments: int, delay_s: float, drain_s: float) -> Iterator[Server]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "QUEUE_MAX_DEPTH": "8",
@@ -75,16 +73,7 @@ def _start(tmp_path: Path, *, segments: int, delay_s: float, drain_s: float) -> 
         )
     server = Server(process, port, log)
     try:
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            assert process.poll() is None, f"the server exited early:\n{server.logs()}"
-            assert time.monotonic() < deadline, f"no /ping 200:\n{server.logs()}"
-            try:
-                if httpx.get(server.url + "/ping", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
+        wait_until_ready(server.url, lambda: process.poll() is None, WAIT_S, str(log))
         yield server
     finally:
         if process.poll() is None:
@@ -218,3 +207,42 @@ def test_streams_longer_than_the_drain_are_cut_cleanly_and_the_exit_is_0(
     assert exit_status == 0, server.logs()
     assert stopped_s < 1 + 10, stopped_s  # the drain, then a bounded cut and close
     assert "drain deadline: cutting 4 streams" in server.logs()
+
+
+def test_while_draining_nothing_is_admitted_on_either_path(make_app) -> None:
+    app, engine, _ = make_app(queue_max_depth=2)
+    with TestClient(app) as client:
+        assert app.state.tts.ready_event.wait(WAIT_S)
+        app.state.tts.drain.begin()
+        refused = client.post("/invocations", json={"text": "Hello."})
+        assert refused.status_code == 503
+        assert refused.json() == {
+            "error": "shutting_down",
+            "detail": "the server is shutting down; retry elsewhere",
+        }
+        assert refused.headers["connection"] == "close"
+        ping = client.get("/ping")
+        assert (ping.status_code, ping.json()) == (503, {"status": "stopping"})
+        with client.websocket_connect("/invocations-bidirectional-stream") as ws:
+            ws.send_text(json.dumps({"text": "Hello.", "request_id": "late"}))
+            assert ws.receive_json()["error"] == "shutting_down"
+    assert engine.started == ["warmup"]
+
+
+def test_the_drain_cuts_what_is_registered_and_waits_for_the_count() -> None:
+    in_flight = InFlight(4)
+    drain = Drain(in_flight)
+    cut: list[str] = []
+    drain.register(lambda: cut.append("a"))
+    unregister_b = drain.register(lambda: cut.append("b"))
+    unregister_b()
+    assert in_flight.try_acquire()
+    assert not asyncio.run(drain.wait(0.05))  # one still in flight
+    assert drain.cut_all() == 1
+    assert cut == ["a"]
+    drain.begin()
+    assert not in_flight.try_acquire()
+    assert in_flight.refusal()[0] == "shutting_down"
+    in_flight.release()
+    assert asyncio.run(drain.wait(0.05))
+    assert in_flight.peak == 1
