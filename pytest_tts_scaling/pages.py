@@ -23,6 +23,7 @@ from pytest_tts_scaling.report import (
     made_by_dev_model,
     render,
     rung_table_html,
+    stages_table_html,
     throughput_svg,
     ttfab_distribution_svg,
     underrun_svg,
@@ -132,29 +133,37 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         ),
     ]
     notes = [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
-    figures = [
-        Figure(
-            "ladder",
-            "p95 TTFAB against concurrency, with its 95% interval and the SLO",
-            ladder_svg(artifact),
-        ),
-        Figure(
-            "throughput",
-            "throughput against concurrency, Little's law and the knee",
-            throughput_svg(artifact),
-        ),
-        Figure(
-            "ttfab-distribution", "TTFAB distribution per rung", ttfab_distribution_svg(artifact)
-        ),
-        Figure("underrun", "underrun per rung", underrun_svg(artifact)),
-    ]
+    figures = (
+        []
+        if not rungs
+        else [
+            Figure(
+                "ladder",
+                "p95 TTFAB against concurrency, with its 95% interval and the SLO",
+                ladder_svg(artifact),
+            ),
+            Figure(
+                "throughput",
+                "throughput against concurrency, Little's law and the knee",
+                throughput_svg(artifact),
+            ),
+            Figure(
+                "ttfab-distribution",
+                "TTFAB distribution per rung",
+                ttfab_distribution_svg(artifact),
+            ),
+            Figure("underrun", "underrun per rung", underrun_svg(artifact)),
+        ]
+    )
     return View(
         kind="qmax",
         subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
         headline=f"Q_max {artifact.q_max}" if found else "Q_max not found",
         qualifier=("bracketed" if artifact.q_max_bracketed else "lower bound")
         if found
-        else "no rung met the SLO",
+        else "no rung met the SLO"
+        if rungs
+        else "no rung measured",
         state=("ok" if artifact.q_max_bracketed else "warn") if found else "bad",
         facts=facts,
         trust=trust,
@@ -167,6 +176,8 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
 
 def ttotal_view(artifact: TtotalArtifact, path: Path) -> View:
     recovered = artifact.probe.get("recovered")
+    if recovered is None:  # no probe record: the timeline says whether traffic recovered
+        recovered = any(s.stage == "traffic_recovered" for s in artifact.stages)
     facts = [
         Fact("measured span", f"{artifact.t_measured_s:.1f} s"),
         Fact(
@@ -195,7 +206,7 @@ def ttotal_view(artifact: TtotalArtifact, path: Path) -> View:
         figures=[
             Figure("waterfall", "the scale-out timeline, stage by stage", waterfall_svg(artifact))
         ],
-        tables=render("stages.html.j2", artifact=artifact),
+        tables=stages_table_html(artifact),
         artifact_path=path,
         notes=[UNTRAINED_NOTE] if made_by_dev_model(artifact) else [],
     )

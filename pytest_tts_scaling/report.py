@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from pytest_tts_scaling.schema import PlanArtifact, QmaxArtifact, Rung, Summary, TtotalArtifact
+from pytest_tts_scaling.schema import (
+    PlanArtifact,
+    QmaxArtifact,
+    Rung,
+    Stage,
+    Summary,
+    TtotalArtifact,
+)
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.plan import PlanOutcome
@@ -88,6 +95,10 @@ def rung_table_html(artifact: QmaxArtifact) -> str:
     """Every rung and every per-request metric: the long tables below the answer."""
     note = UNTRAINED_NOTE if made_by_dev_model(artifact) else None
     return render("rungs.html.j2", artifact=artifact, note=note)
+
+
+def stages_table_html(artifact: TtotalArtifact) -> str:
+    return render("stages.html.j2", artifact=artifact, stages=timed_stages(artifact))
 
 
 # --- plotting helpers ----------------------------------------------------------------------
@@ -312,9 +323,28 @@ def underrun_svg(artifact: QmaxArtifact) -> str:
 # --- ttotal --------------------------------------------------------------------------------
 
 
+def timed_stages(artifact: TtotalArtifact) -> list[Stage]:
+    """The stages with their seconds since desired_set; an artifact that holds only the times
+    (`at`) is timed by the same assembly ttotal uses."""
+    from datetime import datetime
+
+    from pytest_tts_scaling.timeline import Event, assemble
+
+    if all(s.elapsed_s is not None for s in artifact.stages):
+        return list(artifact.stages)
+    try:
+        events = [
+            Event(s.stage, datetime.fromisoformat(s.at.replace("Z", "+00:00")), s.source, s.bounded)
+            for s in artifact.stages
+        ]
+        return assemble(events).stages
+    except ValueError:
+        return list(artifact.stages)  # unknown stages or no desired_set: draw what is timed
+
+
 def waterfall_svg(artifact: TtotalArtifact) -> str:
     """Each stage as a bar from its predecessor, on seconds since desired_set; bounds hatched."""
-    stages = [s for s in artifact.stages if s.elapsed_s is not None]
+    stages = [s for s in timed_stages(artifact) if s.elapsed_s is not None]
     fig, ax = new_figure(14, 0.42 * len(stages) + 1.8)
     previous = min((s.elapsed_s or 0.0) for s in stages) if stages else 0.0
     for row, stage in enumerate(stages):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling.report import ReportExtras, render
+from pytest_tts_scaling.report import ReportExtras, stages_table_html
 from pytest_tts_scaling.schema import TtotalArtifact
 
 pytestmark = pytest.mark.ttotal
@@ -17,7 +17,7 @@ def test_new_instance_reached_service(
 ) -> None:
     artifact, path = tts_scale_timeline
     tts_report.artifact(artifact, path)
-    tts_report.html(render("stages.html.j2", artifact=artifact), name="scale-out stages")
+    tts_report.html(stages_table_html(artifact), name="scale-out stages")
     stages = [s.stage for s in artifact.stages]
     assert "desired_set" in stages
     assert "in_service" in stages, f"the new instance never reached service; stages: {stages}"

@@ -106,7 +106,12 @@ def test_report_of_ttotal_shows_t_total_and_the_waterfall(tmp_path: Path) -> Non
     answer = _answer((tmp_path / ttotal.with_suffix(".html").name).read_text())
     assert "T_total 320.2 s" in answer
     assert "dominant stage</dt><dd>instance_logging" in answer
-    assert list(_figures(answer)) == ["waterfall"]
+    assert "traffic recovered</dt><dd>yes" in answer
+    figures = _figures(answer)
+    assert list(figures) == ["waterfall"]
+    # The source artifact holds only the stages' times: they are timed as ttotal times them.
+    assert "181.0 s (logs:firstEventTimestamp)" in figures["waterfall"]
+    assert "<td>181.0</td>" in (tmp_path / ttotal.with_suffix(".html").name).read_text()
 
 
 def test_several_artifacts_give_a_page_each_and_one_page_of_answers(
@@ -155,6 +160,20 @@ def test_optional_fields_may_be_missing(tmp_path: Path) -> None:
     answer = _answer(path.with_suffix(".html").read_text())
     assert "Q_max 50" in answer
     assert len(_figures(answer)) == 4
+
+
+def test_a_run_that_measured_no_rung_says_so_without_empty_plots(tmp_path: Path) -> None:
+    data = json.loads(QMAX.read_text())
+    data |= {"rungs": [], "q_max": None, "q_max_bracketed": False, "complete": False}
+    data["stop_reason"] = "endpoint_unavailable"
+    path = tmp_path / QMAX.name
+    path.write_text(json.dumps(data))
+    assert main(["report", str(path)]) == 0
+    answer = _answer(path.with_suffix(".html").read_text())
+    assert "Q_max not found" in answer
+    assert "no rung measured" in answer
+    assert "run complete</dt><dd>no (endpoint_unavailable)" in answer
+    assert _figures(answer) == {}
 
 
 def test_a_bad_artifact_exits_2_naming_the_field(
