@@ -144,6 +144,26 @@ def set_title(ax: Any, text: str, artifact: Artifact) -> None:
     ax.set_title(text, fontsize="medium")
 
 
+def finish(
+    fig: Any,
+    ax: Any,
+    artifact: Artifact,
+    title: str,
+    *,
+    xlabel: str,
+    ylabel: str,
+    legend: str | None = "upper left",
+) -> str:
+    """Labels, legend, grid and the title (naming the development model), then the SVG."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if legend is not None:
+        ax.legend(loc=legend, fontsize="small", ncol=2)
+    ax.grid(alpha=0.3)
+    set_title(ax, title, artifact)
+    return figure_svg(fig)
+
+
 def _value(x: float | None) -> float:
     return float("nan") if x is None else x
 
@@ -204,18 +224,16 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
         )
     ax.axhline(artifact.slo_ms, color="tab:red", linestyle="--", label=f"SLO {artifact.slo_ms:g}")
     _q_max_marks(ax, artifact, rungs)
-    ax.set_xlabel("concurrent requests N (closed loop)")
-    ax.set_ylabel("TTFAB (ms)")
     ax.set_ylim(bottom=0)
-    ax.legend(loc="upper left", fontsize="small", ncol=2)
-    ax.grid(alpha=0.3)
-    set_title(
+    return finish(
+        fig,
         ax,
+        artifact,
         f"p95 time to first audio byte against concurrency: {artifact.model} over "
         f"{artifact.transport} on {artifact.slug}",
-        artifact,
+        xlabel="concurrent requests N (closed loop)",
+        ylabel="TTFAB (ms)",
     )
-    return figure_svg(fig)
 
 
 def throughput_svg(artifact: QmaxArtifact) -> str:
@@ -242,13 +260,16 @@ def throughput_svg(artifact: QmaxArtifact) -> str:
     except ValueError:
         pass  # no usable rung: no curve, no knee
     _q_max_marks(ax, artifact, rungs)
-    ax.set_xlabel("concurrent requests N (closed loop)")
-    ax.set_ylabel("completions / s")
     ax.set_ylim(bottom=0)
-    ax.legend(loc="lower right", fontsize="small", ncol=2)
-    ax.grid(alpha=0.3)
-    set_title(ax, "throughput against concurrency", artifact)
-    return figure_svg(fig)
+    return finish(
+        fig,
+        ax,
+        artifact,
+        "throughput against concurrency",
+        xlabel="concurrent requests N (closed loop)",
+        ylabel="completions / s",
+        legend="lower right",
+    )
 
 
 def _quantile_boxes(ax: Any, rungs: Sequence[Rung], metric: str, colour: str) -> None:
@@ -289,16 +310,14 @@ def ttfab_distribution_svg(artifact: QmaxArtifact) -> str:
     rungs = _rungs(artifact)
     _quantile_boxes(ax, rungs, "ttfab_ms", "tab:blue")
     ax.axhline(artifact.slo_ms, color="tab:red", linestyle="--", label=f"SLO {artifact.slo_ms:g}")
-    ax.set_xlabel("concurrent requests N")
-    ax.set_ylabel("TTFAB (ms)")
-    ax.legend(loc="upper left", fontsize="small")
-    ax.grid(alpha=0.3)
-    set_title(
+    return finish(
+        fig,
         ax,
-        "TTFAB distribution per rung: box p50-p95, ticks p90 and p99, whiskers min-max",
         artifact,
+        "TTFAB distribution per rung: box p50-p95, ticks p90 and p99, whiskers min-max",
+        xlabel="concurrent requests N",
+        ylabel="TTFAB (ms)",
     )
-    return figure_svg(fig)
 
 
 def underrun_svg(artifact: QmaxArtifact) -> str:
@@ -309,15 +328,15 @@ def underrun_svg(artifact: QmaxArtifact) -> str:
         ax.text(
             0.5, 0.5, "no underrun measured in this artifact", transform=ax.transAxes, ha="center"
         )
-    ax.set_xlabel("concurrent requests N")
-    ax.set_ylabel("stall per stream (ms)")
-    ax.grid(alpha=0.3)
-    set_title(
+    return finish(
+        fig,
         ax,
-        "underrun per rung: how long a player starting at the first byte would stall",
         artifact,
+        "underrun per rung: how long a player starting at the first byte would stall",
+        xlabel="concurrent requests N",
+        ylabel="stall per stream (ms)",
+        legend=None,
     )
-    return figure_svg(fig)
 
 
 # --- ttotal --------------------------------------------------------------------------------
