@@ -45,6 +45,7 @@ from websockets.sync.client import ClientConnection, connect
 FUZZ = settings(
     deadline=None,
     database=None,
+    print_blob=True,  # a failure found in CI replays with @reproduce_failure
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 

@@ -138,14 +138,17 @@ def _four_streams_in_flight(server: Server) -> tuple[list[Stream], list[threadin
         thread.start()
     for stream in streams:
         assert stream.first_audio.wait(WAIT_S), server.logs()
-    assert httpx.get(server.url + "/ping", timeout=5).headers["x-in-flight"] == "4"
+    deadline = time.monotonic() + WAIT_S
+    while httpx.get(server.url + "/ping", timeout=5).headers["x-in-flight"] != "4":
+        assert time.monotonic() < deadline, "the four streams were never in flight together"
+        time.sleep(0.02)
     return streams, threads
 
 
 @pytest.fixture
 def slow_streams(tmp_path: Path) -> Iterator[Server]:
-    """Streams of 12 segments, 0.25 s apart (3 s each): well within a 20 s drain."""
-    yield from _start(tmp_path, segments=12, delay_s=0.25, drain_s=20)
+    """Streams of 40 segments, 0.25 s apart (10 s each): within a 20 s drain."""
+    yield from _start(tmp_path, segments=40, delay_s=0.25, drain_s=20)
 
 
 @pytest.fixture
@@ -163,6 +166,10 @@ def test_sigterm_lets_four_streams_in_flight_finish_then_exits_0(slow_streams: S
         server.process.send_signal(signal.SIGTERM)
 
         # no more admissions: 503 shutting_down on an open connection, refused new connections
+        deadline = time.monotonic() + 10
+        while kept_alive.get("/ping").status_code != 503:  # /ping says "stopping" once it drains
+            assert time.monotonic() < deadline, "SIGTERM never started the drain"
+            time.sleep(0.02)
         refused = kept_alive.post("/invocations", json={"text": "One more, please."})
         assert refused.status_code == 503
         assert refused.json()["error"] == "shutting_down"
@@ -179,7 +186,7 @@ def test_sigterm_lets_four_streams_in_flight_finish_then_exits_0(slow_streams: S
             thread.join(WAIT_S)
         exit_status = server.process.wait(timeout=SAGEMAKER_KILL_S)
         stopped_s = time.monotonic() - signalled
-    full = 12 * SAMPLES * 2
+    full = 40 * SAMPLES * 2
     assert [s.ending for s in streams] == ["complete"] * 4, server.logs()
     assert [s.audio for s in streams] == [full] * 4
     assert streams[3].frames[-1]["type"] == "synthesis_complete"
