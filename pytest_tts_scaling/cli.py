@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         # A stop signal raises Terminated (SIGTERM, SIGHUP): exit 128 + its number, as a shell does.
         code = getattr(exc, "exit_code", 130)
-        print(f"tts-bench: stopped: {exc or 'interrupted (SIGINT)'}", file=sys.stderr)
+        print(f"tts-bench: stopped: {str(exc) or 'interrupted (SIGINT)'}", file=sys.stderr)
         return int(code)
     return code
 
