@@ -318,3 +318,38 @@ def test_a_failed_restore_names_a_thaw_that_works_as_printed(
     assert desired_count(d.endpoint) == 2
     assert lock_keys(d.endpoint) == []
     assert not snapshot_path(artifacts, d.endpoint).exists()
+
+
+def test_tts_bench_qmax_on_a_held_endpoint_is_a_refusal_not_an_interruption(
+    aws_env: dict[str, str], tmp_path: Path
+) -> None:
+    d = deploy(unique(), instances=2)
+    out = tmp_path / "holder.log"
+    child = _frozen_child(d.endpoint, tmp_path / "holder", aws_env, out)
+    try:
+        refused = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("tts-bench")),
+                "qmax",
+                "--endpoint",
+                d.endpoint,
+                "--ladder",
+                "1",
+                "--artifacts-dir",
+                str(tmp_path / "second"),
+            ],
+            env=aws_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=60)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "error: " in refused.stderr
+    assert "is held by another run" in refused.stderr
+    assert "interrupted" not in refused.stderr + refused.stdout
+    assert "stopped" not in refused.stderr
+    assert desired_count(d.endpoint) == 2
+    assert lock_keys(d.endpoint) == []
