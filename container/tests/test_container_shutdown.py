@@ -24,8 +24,10 @@ import httpx
 import pytest
 from container_fake_server import free_port, wait_until_ready
 from starlette.testclient import TestClient
+from tts_container import cli
 from tts_container.drain import Drain
 from tts_container.gate import InFlight
+from tts_container.server import drain_s_from_env
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -253,3 +255,24 @@ def test_the_drain_cuts_what_is_registered_and_waits_for_the_count() -> None:
     in_flight.release()
     assert asyncio.run(drain.wait(0.05))
     assert in_flight.peak == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("soon", "SHUTDOWN_DRAIN_S must be a number of seconds, got 'soon'"),
+        ("-1", "SHUTDOWN_DRAIN_S must be in [0, 25] (SageMaker kills after 30 s), got '-1'"),
+        ("26", "SHUTDOWN_DRAIN_S must be in [0, 25] (SageMaker kills after 30 s), got '26'"),
+    ],
+)
+def test_a_bad_drain_bound_exits_2_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str, message: str
+) -> None:
+    monkeypatch.setenv("SHUTDOWN_DRAIN_S", value)
+    assert cli.main(["--port", str(free_port())]) == 2
+    assert capsys.readouterr().err.strip() == f"tts-serve: error: {message}"
+
+
+def test_the_drain_bound_defaults_to_20_s() -> None:
+    assert drain_s_from_env({}) == 20.0
+    assert drain_s_from_env({"SHUTDOWN_DRAIN_S": " 2.5 "}) == 2.5
