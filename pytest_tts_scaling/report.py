@@ -154,7 +154,13 @@ def finish(
     ylabel: str,
     legend: str | None = "upper left",
 ) -> str:
-    """Labels, legend, grid and the title (naming the development model), then the SVG."""
+    """Labels, legend, grid and the title (naming the development model), then the SVG.
+
+    The x axis counts requests, so its ticks are whole numbers.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if legend is not None:
@@ -274,6 +280,10 @@ def throughput_svg(artifact: QmaxArtifact) -> str:
 
 def _quantile_boxes(ax: Any, rungs: Sequence[Rung], metric: str, colour: str) -> None:
     """Per rung: a box from p50 to p95, whiskers from min to max, p90 and p99 ticks."""
+    if rungs:
+        low, high = rungs[0].concurrency, rungs[-1].concurrency
+        pad = max(0.5, 0.03 * (high - low))
+        ax.set_xlim(low - pad, high + pad)
     stats = []
     positions = []
     for r in rungs:
@@ -287,7 +297,6 @@ def _quantile_boxes(ax: Any, rungs: Sequence[Rung], metric: str, colour: str) ->
                 "q3": _value(s.p95),
                 "whislo": _value(s.min),
                 "whishi": _value(s.max),
-                "label": str(r.concurrency),
             }
         )
         positions.append(r.concurrency)
@@ -299,6 +308,7 @@ def _quantile_boxes(ax: Any, rungs: Sequence[Rung], metric: str, colour: str) ->
             positions=positions,
             widths=max(width, 0.2),
             showfliers=False,
+            manage_ticks=False,
             patch_artist=True,
             boxprops={"facecolor": colour, "alpha": 0.5},
             medianprops={"color": "black"},
