@@ -147,6 +147,7 @@ class SerialStreamServer:
         """Runs on the server's loop: the shared state each discipline needs."""
         discipline = self.discipline
         assert discipline is not None
+        self._handlers: set[asyncio.Task[None]] = set()
         if isinstance(discipline, Batching):
             self._waiting: collections.deque[tuple[float, asyncio.Future[None]]] = (
                 collections.deque()
@@ -159,6 +160,11 @@ class SerialStreamServer:
             self._service_times = discipline.service_times()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # asyncio lets go of a handler once its connection is lost; one still closing would then
+        # be garbage-collected mid-await ("Task was destroyed but it is pending").
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -188,6 +194,7 @@ class SerialStreamServer:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            self._handlers.discard(task)
 
     async def _invocation(self, writer: asyncio.StreamWriter, request_id: str) -> None:
         faults = self.faults
