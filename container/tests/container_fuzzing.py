@@ -312,7 +312,10 @@ def check_raw(port: int, probe: RawProbe) -> str:
 def check_ws(ws: ClientConnection, probe: WsProbe, timeout_s: float = 10.0) -> str:
     """One frame: the replies are an error frame or a whole synthesis, and the session goes on."""
     ws.send(probe.frame)
-    first = ws.recv(timeout=timeout_s)
+    try:
+        first = ws.recv(timeout=timeout_s)
+    except TimeoutError:
+        raise Violation(f"no reply within {timeout_s} s to {probe.frame[:120]!r}") from None
     if not isinstance(first, str):
         raise Violation(f"the first reply is binary: {first[:60]!r}")
     reply = json.loads(first)

@@ -128,6 +128,9 @@ def test_the_server_still_serves_after_the_fuzzing(
         (b"[" * 100_000, "400 json_too_deep"),
         (b'{"text": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}', "200"),
         (b"\xff\xfe{", "400 invalid_json"),
+        (b'"' + b"a" * 100_000, "400 invalid_json"),  # unterminated: linear, not a ReDoS
+        (b'"\\' * 50_000, "400 invalid_json"),
+        (b'{"text": "a \\\\\\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ b"}', "200"),
     ],
 )
 def test_the_issue_s_inputs_get_4xx_json(client: httpx.Client, body: bytes, outcome: str) -> None:
