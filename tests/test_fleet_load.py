@@ -183,3 +183,16 @@ def test_bad_option_values_are_refused_by_the_parser(
         main(["load", "--endpoint-url", "http://127.0.0.1:9", flag, value])
     assert exit_info.value.code == 2
     assert expected in capsys.readouterr().err
+
+
+def test_a_dead_endpoint_is_recorded_with_the_engines_error_code(tmp_path: Path) -> None:
+    from pytest_tts_scaling.local import free_port
+
+    records = tmp_path / "load.jsonl"
+    url = f"http://127.0.0.1:{free_port()}"
+    done = load("--endpoint-url", url, "--rate", "5", "--duration", "1", "--records", records)
+    assert done.returncode == 1  # nothing answered
+    rows = rows_of(records)
+    assert len(rows) == 5
+    assert {r["status"] for r in rows} == {"error"}
+    assert {r["error_code"] for r in rows} == {"connection_refused"}

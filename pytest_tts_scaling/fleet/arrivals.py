@@ -24,7 +24,7 @@ LATE_TOLERANCE_MS = 5.0
 
 
 def from_rates(
-    rates_rps: Sequence[float], *, dt_s: float, arrival: Arrival = "constant", seed: int = 0
+    rates_rps: ArrayLike, *, dt_s: float, arrival: Arrival = "constant", seed: int = 0
 ) -> NDArray[np.float64]:
     """Send times for a rate that is piecewise constant over steps of `dt_s` seconds.
 
@@ -104,9 +104,9 @@ def parse_trace(text: str, *, source: str = "trace") -> NDArray[np.float64]:
     return np.asarray(values, dtype=float)
 
 
-def format_trace(times: Sequence[float]) -> str:
+def format_trace(times: ArrayLike) -> str:
     """The text :func:`parse_trace` reads back (microsecond resolution)."""
-    return "".join(f"{t:.6f}\n" for t in times)
+    return "".join(f"{t:.6f}\n" for t in np.asarray(times, dtype=float).ravel())
 
 
 def share(times: NDArray[np.float64], index: int, count: int) -> NDArray[np.float64]:

@@ -15,6 +15,7 @@ Importing this module imports Locust (gevent monkey-patching): only the load com
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from pytest_tts_scaling.fleet.config import LoadConfig
 from pytest_tts_scaling.fleet.user import USER_CLASSES, ProcessState, configure, user_class
+from pytest_tts_scaling.loadgen import quiet_gc
 
 # Users spawn and connect before this much time is up; the start instant is then this far ahead.
 START_LEAD_S = 1.0
@@ -63,6 +65,7 @@ class WorkerSide:
     def __init__(self, send: Callable[[str, dict[str, Any]], None]):
         self.send = send
         self.state: ProcessState | None = None
+        self._gc = contextlib.ExitStack()
 
     def on_config(self, data: dict[str, Any]) -> None:
         self.state = configure(LoadConfig.from_json(data))
@@ -70,6 +73,8 @@ class WorkerSide:
 
     def on_go(self, data: dict[str, Any]) -> None:
         assert self.state is not None
+        # As the qmax engine does: no full collection while bytes are being timed.
+        self._gc.enter_context(quiet_gc())
         self.state.begin(int(data["start_epoch_ns"]))
         gevent.spawn(self._report)
 
@@ -93,6 +98,7 @@ class WorkerSide:
             if time.monotonic() - last_flush >= FLUSH_EVERY_S:
                 self.send("tts_records", {"rows": state.take_rows()})
                 last_flush = time.monotonic()
+        self._gc.close()
         pacer_left = state.pacer.remaining if state.pacer is not None else 0
         self.send(
             "tts_done",

@@ -33,6 +33,7 @@ from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, error_outcome
 READ_SIZE = 65536
 # After a rejection or an error a closed-loop user pauses this long (as the qmax engine does).
 REJECTION_BACKOFF_S = 0.05
+CLOSED_RAMP_S = 1.0
 
 
 class ProcessState:
@@ -107,6 +108,10 @@ class StreamingUser(User):
 
     def _stream(self, state: ProcessState) -> None:
         state.go.wait()
+        if state.pacer is None:
+            # Closed loop: user i of N starts i/N of a ramp after the start, so N streams do not
+            # begin (and, with equal service times, stay) in lockstep.
+            gevent.sleep(CLOSED_RAMP_S * self.index / max(1, state.config.users))
         while not state.finished:
             # Counted from the claim: a user asleep until its arrival is due still owes a send.
             state.in_flight += 1
@@ -135,10 +140,8 @@ class StreamingUser(User):
             with gevent.Timeout(state.config.timeout_s, False):
                 self.exchange(spec, timer)
         except Exception as exc:  # a broken connection ends this request, not the user
-            if timer.start_ns is None:
-                timer.started()
             if timer.end_ns is None:
-                timer.finished("error", type(exc).__name__)
+                timer.failed(exc)  # the engine's stable codes: connection_refused, ...
             self.close()
         if timer.start_ns is None:
             timer.started()
@@ -226,7 +229,7 @@ class HttpStreamUser(StreamingUser, FastHttpUser):
             raw = getattr(response, "_response", None)
             if raw is None or not response.status_code:
                 error = getattr(response, "error", None)
-                timer.finished("error", type(error).__name__ if error else "no_response")
+                timer.failed(error if isinstance(error, BaseException) else ConnectionError())
             elif response.status_code == 200:
                 timer.http_status = 200
                 for piece in body_pieces(raw):

@@ -1,0 +1,215 @@
+"""validate_live rehearsed on one machine: a plan measured here, replayed on the local fleet.
+
+1. Q_max of one calibration instance is measured with the qmax ladder (the real engine, real
+   HTTP). Its T_total is emulated: the local fleet boots a new instance `BOOT_S` after the
+   decision, and the policy's detection lag is the plan's usual bound, so the ttotal artifact
+   says so (trigger `emulated`).
+2. The plan is computed from both (the pure `compute_plan`), sized so the surge starts on two
+   instances and may grow to three.
+3. The validate_live traffic (`live.live_traffic`, time-compressed by `time_scale`) is written as
+   a trace of send times and replayed by `tts-bench load --trace` in its own processes (Locust
+   never enters this one) against the fleet's router, while the fleet scales by the plan.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pytest_tts_scaling import __version__
+from pytest_tts_scaling.artifacts import save, write_atomic
+from pytest_tts_scaling.calibration import Faults, SerialStreamServer
+from pytest_tts_scaling.fleet import arrivals
+from pytest_tts_scaling.fleet.live import LiveTraffic, Prediction, live_traffic, predict
+from pytest_tts_scaling.fleet.localfleet import FleetLog, LocalFleet
+from pytest_tts_scaling.plan import PlanInputs, PlanOutcome, compute_plan
+from pytest_tts_scaling.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
+from pytest_tts_scaling.timeline import DEFAULT_POLICY_LAG_S, iso
+
+MODEL = "calibration"
+SLO_MS = 150.0
+# One instance: 16 requests at once, 0.4 s each, first audio after 50 ms (40 rps at most).
+INSTANCE: dict[str, Any] = {"slots": 16, "service_s": 0.4, "first_audio_s": 0.05, "chunks": 2}
+LADDER = (1, 8, 16, 17)
+HOLD_S, MEASURE_S, GAP_S = 2.5, 2.0, 0.2
+BOOT_S = 40.0
+# Peak and trough as multiples of one instance's rate at C_scale_max: the surge then starts on
+# two instances (peak / surge ratio needs 2), the peak needs 3, the trough 1.
+PEAK_INSTANCES = 2.3
+TROUGH_INSTANCES = 0.3
+TIME_SCALE = 20.0
+LOAD_TIMEOUT_S = 300
+MAX_IN_FLIGHT = 200
+
+Progress = Callable[[str], None]
+
+
+def instance(queue_max_depth: int = 0) -> SerialStreamServer:
+    return SerialStreamServer(**INSTANCE, faults=Faults(max_queue_depth=queue_max_depth))
+
+
+def measure_qmax(workdir: Path, progress: Progress) -> QmaxArtifact:
+    """The ladder against one instance without an admission gate (it would cap the ladder)."""
+    from pytest_tts_scaling.endpoint import UrlEndpoint
+    from pytest_tts_scaling.ladder import run_ladder
+    from pytest_tts_scaling.options import RunOptions
+
+    with instance() as server:
+        options = RunOptions(
+            endpoint_url=server.base_url,
+            model=MODEL,
+            slo_ms=SLO_MS,
+            ladder=LADDER,
+            hold_s=HOLD_S,
+            measure_s=MEASURE_S,
+            gap_s=GAP_S,
+            artifacts_dir=workdir,
+        )
+        result = run_ladder(UrlEndpoint(server.base_url), options.for_kind(), progress=progress)
+    for line in result.summary_lines():
+        progress(line)
+    return result.artifact
+
+
+def emulated_ttotal(qmax: QmaxArtifact, boot_s: float = BOOT_S) -> TtotalArtifact:
+    """The local fleet's T_total: its emulated boot plus the policy's detection-lag bound."""
+    now = datetime.now(tz=UTC)
+    stages = [
+        Stage(stage="desired_set", at=iso(now), bounded=False, source="local fleet: decision"),
+        Stage(
+            stage="in_service",
+            at=iso(now + timedelta(seconds=boot_s)),
+            bounded=False,
+            source=f"local fleet: emulated boot of {boot_s:g} s",
+        ),
+    ]
+    return TtotalArtifact(
+        model=qmax.model,
+        slug=qmax.slug,
+        transport=qmax.transport,
+        trigger="emulated",
+        t_measured_s=boot_s,
+        policy_lag_bound_s=float(DEFAULT_POLICY_LAG_S),
+        t_total_s=boot_s + DEFAULT_POLICY_LAG_S,
+        bounded=True,
+        stages=stages,
+        provenance=Provenance(
+            origin="local-fleet",
+            run_id=uuid.uuid4().hex,
+            measured_at=iso(now),
+            tool_version=__version__,
+        ),
+        dominant_stage="in_service",
+        policy_lag_source="assumed: 10 s period x 3 evaluation periods + 30 s scale-out cooldown",
+    )
+
+
+def rehearsal_plan(workdir: Path, progress: Progress) -> PlanOutcome:
+    """Measure, emulate T_total, plan; the three artifacts are written into `workdir`."""
+    qmax = measure_qmax(workdir, progress)
+    ttotal = emulated_ttotal(qmax)
+    save(ttotal, workdir / f"ttotal-{MODEL}-emulated-{qmax.slug}.json")
+    # Sized from the measured curve: one instance's throughput at C_scale_max.
+    probe = compute_plan(qmax, ttotal, PlanInputs(peak_rps=1.0))
+    per_instance = probe.artifact.per_instance_rps_at_c_scale_max
+    inputs = PlanInputs(
+        peak_rps=round(PEAK_INSTANCES * per_instance, 3),
+        trough_rps=round(TROUGH_INSTANCES * per_instance, 3),
+    )
+    outcome = compute_plan(qmax, ttotal, inputs)
+    save(outcome.artifact, workdir / f"plan-{MODEL}.json")
+    plan = outcome.artifact
+    progress(
+        f"validate_live: plan Q_max {qmax.q_max}, target {plan.c_scale_max:g} in flight per "
+        f"instance ({per_instance:g} rps), {plan.min_instances}..{plan.max_instances} instances, "
+        f"T_total {plan.t_total_s:g} s (verdict {plan.verdict})"  # type: ignore[attr-defined]
+    )
+    return outcome
+
+
+@dataclass
+class LiveRun:
+    """What validate_live checks: the load's records, the fleet's log, the plan's prediction."""
+
+    rows: list[dict[str, Any]]
+    log: FleetLog
+    traffic: LiveTraffic
+    prediction: Prediction
+    t0_ns: int
+    slo_ms: float
+    q_max: int
+    load_output: str
+
+
+def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
+    plan = outcome.artifact
+    surge: dict[str, Any] = plan.surge_simulation  # type: ignore[attr-defined]
+    inputs: dict[str, Any] = plan.inputs
+    return live_traffic(
+        policy=outcome.policy,
+        per_instance_rps=plan.per_instance_rps_at_c_scale_max,
+        base_rps=float(surge["start_rps"]),
+        surge_ratio=float(surge["end_rps"]) / float(surge["start_rps"]),
+        t_total_s=float(plan.t_total_s),  # type: ignore[attr-defined]
+        initial_instances=outcome.surge_instances,
+        trough_rps=float(inputs.get("trough_rps") or 0.0),
+        time_scale=time_scale,
+    )
+
+
+def replay(
+    outcome: PlanOutcome,
+    workdir: Path,
+    progress: Progress,
+    *,
+    time_scale: float = TIME_SCALE,
+    processes: int = 0,
+) -> LiveRun:
+    """Run the validate_live traffic against a local fleet scaled by the plan."""
+    plan = outcome.artifact
+    traffic = traffic_for(outcome, time_scale)
+    times = arrivals.from_rates(traffic.rates, dt_s=traffic.dt_s, arrival="poisson", seed=1)
+    trace, records = workdir / "live-trace.txt", workdir / "live.requests.jsonl"
+    write_atomic(trace, arrivals.format_trace(times))
+    progress(
+        f"validate_live: replaying {len(times)} sends over {traffic.duration_s:.0f} s (the plan's "
+        f"story at 1/{time_scale:g} of its time) on {traffic.initial_instances} local instances"
+    )
+    command = [sys.executable, "-m", "pytest_tts_scaling.cli", "load", "--trace", str(trace)]
+    command += ["--records", str(records), "--max-in-flight", str(MAX_IN_FLIGHT)]
+    if processes:
+        command += ["--processes", str(processes)]
+    with LocalFleet(
+        traffic.policy,
+        instance=lambda: instance(plan.queue_max_depth),
+        initial=traffic.initial_instances,
+    ) as fleet:
+        done = subprocess.run(
+            [*command, "--endpoint-url", fleet.base_url],
+            capture_output=True,
+            text=True,
+            timeout=LOAD_TIMEOUT_S,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"tts-bench load failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    t0 = min(int(r["due_epoch_ns"]) for r in rows) - round(float(times[0]) * 1e9)
+    slo_ms = outcome.surge.slo_ms
+    return LiveRun(
+        rows=rows,
+        log=fleet.log,
+        traffic=traffic,
+        prediction=predict(traffic, outcome.curve, slo_ms),
+        t0_ns=t0,
+        slo_ms=slo_ms,
+        q_max=plan.queue_max_depth,
+        load_output=done.stdout,
+    )
