@@ -7,6 +7,7 @@ the plugin costs nothing in a project that does not use it.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,8 @@ class HtmlExtras:
         from pytest_tts_scaling.pages import view_for, write_page
         from pytest_tts_scaling.report import render
 
-        base = Path(session.config.option.htmlpath).parent
+        # Where pytest-html writes the report (it expands the same way).
+        base = Path(os.path.expandvars(session.config.option.htmlpath)).expanduser().parent
         views = [view_for(s) for s in shown]
         for view in views:
             write_page(view, base / view.page)
