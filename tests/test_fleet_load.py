@@ -8,12 +8,16 @@ request's first audio byte, so the records' TTFAB is checked against the server'
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -196,3 +200,102 @@ def test_a_dead_endpoint_is_recorded_with_the_engines_error_code(tmp_path: Path)
     assert len(rows) == 5
     assert {r["status"] for r in rows} == {"error"}
     assert {r["error_code"] for r in rows} == {"connection_refused"}
+
+
+class BidiServer:
+    """The container's WebSocket contract, scripted: a control frame, then audio 100 ms later;
+    every 3rd request is refused with the admission gate's error frame."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.seen: list[str] = []
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+
+    async def _session(self, connection: Any) -> None:
+        async for message in connection:
+            request = json.loads(message)
+            self.seen.append(request["request_id"])
+            await connection.send(json.dumps({"type": "synthesis_start"}))
+            if len(self.seen) % 3 == 0:
+                await connection.send(json.dumps({"type": "error", "error": "queue_saturated"}))
+                continue
+            await asyncio.sleep(0.1)
+            await connection.send(b"\x00\x01" * 2400)
+            await connection.send(json.dumps({"type": "synthesis_complete"}))
+
+    async def _main(self) -> None:
+        from websockets.asyncio.server import serve
+
+        self._stop = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        async with serve(self._session, "127.0.0.1", 0) as server:
+            self.port = next(iter(server.sockets)).getsockname()[1]
+            await self._stop.wait()
+
+    def __enter__(self) -> BidiServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self.port and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(5)
+
+
+def test_websocket_session_times_the_first_binary_frame(tmp_path: Path) -> None:
+    records = tmp_path / "load.jsonl"
+    with BidiServer() as server:
+        done = load(
+            "--endpoint-url", f"http://127.0.0.1:{server.port}", "--transport", "bidi",
+            "--users", "2", "--duration", "1", "--records", records,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = rows_of(records)
+    ok = [r for r in rows if r["status"] == "ok"]
+    rejected = [r for r in rows if r["status"] == "rejected"]
+    assert ok
+    assert rejected
+    assert all(float(str(r["ttfab_ms"])) >= 100.0 for r in ok)  # not the control frame
+    assert all(r["audio_bytes"] == 4800 for r in ok)
+    assert {r["error_code"] for r in rejected} == {"queue_saturated"}
+    assert {r["request_id"] for r in rows} <= set(server.seen)
+
+
+def test_master_waits_for_a_worker_started_on_its_own(
+    wide_server: SerialStreamServer, tmp_path: Path
+) -> None:
+    """The flags of a multi-host run, on one host: the worker is told nothing but the master's
+    address; target, users and schedule come from the master."""
+    from pytest_tts_scaling.local import free_port
+
+    port = str(free_port())
+    records = tmp_path / "load.jsonl"
+    base = [sys.executable, "-m", "pytest_tts_scaling.cli", "load"]
+    master = subprocess.Popen(
+        [*base, "--endpoint-url", wide_server.base_url, "--users", "4", "--duration", "1",
+         "--master", "--expect-workers", "1", "--master-bind-port", port,
+         "--records", str(records)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", port],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        out, err = master.communicate(timeout=LOAD_TIMEOUT_S)
+        assert worker.wait(timeout=30) == 0
+    finally:
+        for process in (master, worker):
+            if process.poll() is None:
+                process.kill()
+    assert master.returncode == 0, err[-2000:]
+    assert "waiting for 1 workers" in out
+    rows = rows_of(records)
+    assert rows
+    assert {r["worker"] for r in rows} == set(range(4))
+    assert all(r["status"] == "ok" for r in rows)
