@@ -103,6 +103,7 @@ deep_bodies = st.one_of(
     st.integers(1, 3000).map(lambda n: ('{"text": ' + "[" * n + "]" * n + "}").encode()),
     st.integers(1, 4000).map(lambda n: ("[" * n).encode()),  # never closed
 )
+json_syntax = st.text(alphabet='"\\[]{}:,.-+eE0123456789aunltr ', max_size=400)  # near-JSON
 sized_bodies = st.integers(0, BODY_LIMIT + 20_000).map(
     lambda n: _dumps({"text": "a " * (n // 2), "voice": "af_heart"})
 )
@@ -142,6 +143,9 @@ http_probes = st.one_of(
     _tagged("deep_json", deep_bodies),
     _tagged("size", sized_bodies),
     _tagged("not_json", st.binary(max_size=2000)),
+    _tagged("json_syntax", json_syntax.map(str.encode)),
+    _tagged("plain_text", st.text(max_size=300).map(str.encode)),
+    _tagged("unterminated_string", speech_text.map(lambda t: ('{"text": "' + t * 3).encode())),
     st.builds(
         lambda ct, body: HttpProbe("content_type", body, ((b"content-type", ct),)),
         content_types,
@@ -207,6 +211,7 @@ ws_probes = st.one_of(
     requests.map(lambda r: WsProbe("ws_binary_json", _dumps(r))),
     st.binary(max_size=500).map(lambda b: WsProbe("ws_binary", b)),
     st.text(max_size=200).map(lambda t: WsProbe("ws_text", t)),
+    json_syntax.map(lambda t: WsProbe("ws_json_syntax", t)),
     deep_bodies.map(lambda b: WsProbe("ws_deep_json", b.decode())),
     st.integers(MAX_TEXT_CHARS, 900_000).map(
         lambda n: WsProbe("ws_huge", json.dumps({"text": "a" * n}))
