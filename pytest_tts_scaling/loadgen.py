@@ -34,6 +34,8 @@ DRAIN_S = 30.0
 # The event-loop ticker's period and how often open requests are checked for a stall.
 TICK_S = 0.005
 STALL_SCAN_S = 0.1
+# Workers start spread over this much of the warm-up (at most half of it).
+RAMP_S = 1.0
 # The stall bound: no byte for this long is not a slow answer but no answer (SPEC §4 health).
 STALL_FLOOR_S = 5.0
 STALL_SLO_FACTOR = 2.0
@@ -63,7 +65,9 @@ class LoopMonitor:
     """How late the event loop wakes a sleeper, and how busy the loop's thread is.
 
     Every timestamp the client takes is late by about as much as this ticker is, so its
-    lateness bounds the TTFAB error; samples go into arrays, which the GC does not track.
+    lateness bounds the TTFAB error. Garbage collections are timed too (one that walks the
+    whole heap is the usual cause of a late clock). Samples go into arrays, which the GC does
+    not track.
     """
 
     def __init__(self, tick_s: float = TICK_S):
@@ -71,16 +75,33 @@ class LoopMonitor:
         self.at_ns = array("q")
         self.late_ms = array("d")
         self.cpu_ns = array("q")
+        self.gc_at_ns = array("q")
+        self.gc_ms = array("d")
+        self.gc_full = array("b")
+        self._gc_started_ns = 0
 
     async def run(self) -> None:
         tick_ns = int(self.tick_s * 1e9)
-        while True:
-            before = time.perf_counter_ns()
-            await asyncio.sleep(self.tick_s)
-            now = time.perf_counter_ns()
-            self.at_ns.append(now)
-            self.late_ms.append(max(0, now - before - tick_ns) / 1e6)
-            self.cpu_ns.append(time.thread_time_ns())
+        gc.callbacks.append(self._on_gc)
+        try:
+            while True:
+                before = time.perf_counter_ns()
+                await asyncio.sleep(self.tick_s)
+                now = time.perf_counter_ns()
+                self.at_ns.append(now)
+                self.late_ms.append(max(0, now - before - tick_ns) / 1e6)
+                self.cpu_ns.append(time.thread_time_ns())
+        finally:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter_ns()
+        if phase == "start":
+            self._gc_started_ns = now
+            return
+        self.gc_at_ns.append(now)
+        self.gc_ms.append((now - self._gc_started_ns) / 1e6)
+        self.gc_full.append(info["generation"] == 2)
 
     def window(self, start_ns: int, end_ns: int) -> ClientTiming:
         """Lateness percentiles and the loop thread's CPU share between two monotonic times."""
@@ -92,12 +113,19 @@ class LoopMonitor:
         cpu = np.frombuffer(self.cpu_ns, dtype=np.int64)
         wall = at[hi - 1] - at[lo]
         share = float((cpu[hi - 1] - cpu[lo]) / wall) if wall > 0 else None
+        gc_at = np.frombuffer(self.gc_at_ns, dtype=np.int64)
+        in_window = (gc_at >= start_ns) & (gc_at <= end_ns)
+        pauses = np.frombuffer(self.gc_ms, dtype=np.float64)[in_window]
+        full = np.frombuffer(self.gc_full, dtype=np.int8)[in_window]
         return ClientTiming(
             ticks=int(late.size),
             lag_p50_ms=float(np.percentile(late, 50)),
             lag_p99_ms=float(np.percentile(late, 99)),
             lag_max_ms=float(late.max()),
             cpu_share=share,
+            gc_collections=int(pauses.size),
+            gc_full_collections=int(full.sum()),
+            gc_max_ms=float(pauses.max()) if pauses.size else None,
         )
 
 
@@ -128,7 +156,9 @@ class ClosedLoop:
 
     With `stall_s`, a request that hears nothing for that long is cut as `stalled`, and when no
     request has been answered for that long :attr:`stopped_answering` is set and :meth:`wait`
-    returns early.
+    returns early. With `ramp_s`, worker i sends its first request i/N of `ramp_s` late, so the
+    client does not write N requests at once and N answers do not come back in one burst (which
+    would delay every timestamp taken during it).
     """
 
     def __init__(
@@ -140,6 +170,7 @@ class ClosedLoop:
         label: int | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
         stall_s: float | None = None,
+        ramp_s: float = 0.0,
     ):
         self.transport = transport
         self.make_request = make_request
@@ -147,6 +178,7 @@ class ClosedLoop:
         self.label = concurrency if label is None else label
         self.on_record = on_record
         self.stall_s = stall_s
+        self.ramp_s = ramp_s
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         self.records: list[RequestRecord] = []
         self.session_errors: list[str] = []
@@ -241,6 +273,8 @@ class ClosedLoop:
     async def _worker(self, index: int) -> None:
         seq = 0
         connection_errors = self.transport.connection_errors
+        if self.ramp_s > 0 and index:
+            await asyncio.sleep(self.ramp_s * index / self.concurrency)
         while not self._stopping.is_set():
             opened = False
             try:
@@ -340,10 +374,16 @@ async def run_rung(
     When `should_extend` says the window's evidence is not conclusive, the hold goes on for one
     more `measure_s` and the window grows, at most `max_extensions` times. With `stall_s`, an
     endpoint that answers nothing for that long ends the rung early (see :class:`ClosedLoop`).
+    The workers start spread over the first `RAMP_S` of the warm-up (at most half of it).
     """
     with quiet_gc():
         loop = ClosedLoop(
-            transport, make_request, concurrency=concurrency, stall_s=stall_s, on_record=on_record
+            transport,
+            make_request,
+            concurrency=concurrency,
+            stall_s=stall_s,
+            on_record=on_record,
+            ramp_s=min(RAMP_S, (hold_s - measure_s) / 2),
         )
         started = time.perf_counter_ns()
         window_start = started + int((hold_s - measure_s) * 1e9)

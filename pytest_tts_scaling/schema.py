@@ -87,6 +87,11 @@ class ClientTiming(_Model):
     cpu_share: float | None = None
     lag_bound_ms: float | None = None
     kept_time_up_to: int | None = None
+    # Garbage collections during the window: how many, how many walked the whole heap, and
+    # the longest pause (the engine keeps full collections out of rungs).
+    gc_collections: int = Field(default=0, ge=0)
+    gc_full_collections: int = Field(default=0, ge=0)
+    gc_max_ms: float | None = None
 
 
 class Rung(_Model):

@@ -46,6 +46,7 @@ def test_the_monitor_sees_a_blocked_loop_and_a_busy_thread() -> None:
         busy_until = time.perf_counter() + 0.3
         while time.perf_counter() < busy_until:  # then busy on the CPU
             pass
+        gc.collect()  # and one full collection
         await asyncio.sleep(0.03)
         marks.append(time.perf_counter_ns())
         ticker.cancel()
@@ -65,6 +66,10 @@ def test_the_monitor_sees_a_blocked_loop_and_a_busy_thread() -> None:
     spinning = monitor.window(busy - 10_000_000, end)
     assert spinning.cpu_share is not None
     assert spinning.cpu_share > max(0.2, 3 * idle.cpu_share)
+    assert spinning.gc_full_collections == 1
+    assert spinning.gc_max_ms is not None
+    assert spinning.gc_max_ms > 0
+    assert idle.gc_full_collections == 0
     assert monitor.window(end + 10**9, end + 2 * 10**9).ticks == 0
 
 
