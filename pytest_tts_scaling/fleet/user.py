@@ -15,7 +15,6 @@ JSON/base64 bodies through the same decoders) and the records are the same JSONL
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -271,7 +270,7 @@ class WebSocketUser(StreamingUser):
         )
 
     def exchange(self, spec: RequestSpec, timer: StreamTimer) -> None:
-        from pytest_tts_scaling.transports.websocket import QUEUE_SATURATED
+        from pytest_tts_scaling.transports.websocket import control_frame
 
         if self.connection is None:
             self.connection = self._connect()
@@ -281,17 +280,7 @@ class WebSocketUser(StreamingUser):
             opcode, frame = self.connection.recv_data()
             if opcode == 0x2:  # binary: audio
                 timer.body(frame)
-                continue
-            if opcode != 0x1:
-                continue
-            message = json.loads(frame)
-            kind = message.get("type")
-            if kind == "synthesis_complete":
-                timer.finished("ok")
-                return
-            if kind == "error":
-                code = str(message.get("error", "error"))
-                timer.finished("rejected" if code == QUEUE_SATURATED else "error", code)
+            elif opcode == 0x1 and control_frame(frame.decode(), timer):
                 return
 
     def close(self) -> None:

@@ -48,16 +48,7 @@ class _WebSocketSession:
                     if isinstance(frame, bytes):
                         timer.body(frame)
                         continue
-                    message = json.loads(frame)
-                    kind = message.get("type")
-                    if kind == "synthesis_complete":
-                        timer.finished("ok")
-                        return
-                    if kind == "error":
-                        code = str(message.get("error", "error"))
-                        if code == QUEUE_SATURATED:
-                            timer.max_queue_depth = admission_bound(frame.encode())
-                        timer.finished("rejected" if code == QUEUE_SATURATED else "error", code)
+                    if control_frame(frame, timer):
                         return
         except TimeoutError:
             timer.finished("timeout", "invocation_timeout")
@@ -68,3 +59,20 @@ class _WebSocketSession:
         except (WebSocketException, OSError) as exc:
             timer.failed(exc, answered=answered)
             raise
+
+
+def control_frame(frame: str, timer: StreamTimer) -> bool:
+    """Act on one text frame of a session; True when it ended the request (the gate's error
+    frame is a rejection, with the bound it names). Raises ValueError for a frame not JSON."""
+    message = json.loads(frame)
+    kind = message.get("type")
+    if kind == "synthesis_complete":
+        timer.finished("ok")
+        return True
+    if kind == "error":
+        code = str(message.get("error", "error"))
+        if code == QUEUE_SATURATED:
+            timer.max_queue_depth = admission_bound(frame.encode())
+        timer.finished("rejected" if code == QUEUE_SATURATED else "error", code)
+        return True
+    return False
