@@ -28,6 +28,7 @@ FLAGS = (
     "--dry-run",
     "--artifacts-dir",
     "--allow-shallow-queue",
+    "--force",
     "--baseline",
     "--regression-tolerance",
     "--allow-config-mismatch",

@@ -18,6 +18,7 @@ FLAGS = (
     "--measure-s",
     "--artifacts-dir",
     "--allow-config-mismatch",
+    "--force",
 )
 
 

@@ -353,3 +353,14 @@ def test_tts_bench_qmax_on_a_held_endpoint_is_a_refusal_not_an_interruption(
     assert "stopped" not in refused.stderr
     assert desired_count(d.endpoint) == 2
     assert lock_keys(d.endpoint) == []
+
+
+@pytest.mark.parametrize("command", ["qmax", "ttotal", "thaw"])
+def test_every_command_that_refuses_takes_the_force_it_suggests(command: str) -> None:
+    from pytest_tts_scaling.cli import build_parser
+    from pytest_tts_scaling.options import RunOptions
+
+    extra = ["--qmax", "q.json"] if command == "ttotal" else []
+    args = build_parser().parse_args([command, "--endpoint", "speech-x", *extra, "--force"])
+    values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
+    assert RunOptions.from_namespace(values).force is True
