@@ -6,6 +6,7 @@ matter how many scenario tests assert on it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,13 +46,22 @@ def tts_summary(pytestconfig: pytest.Config) -> list[str]:
 
 @pytest.fixture(scope="session")
 def tts_progress(pytestconfig: pytest.Config) -> Callable[[str], None]:
-    """Write one line to the terminal now, whatever capturing is active."""
+    """Write one line to the terminal now, whatever capturing is active.
+
+    Measurement runs inside fixture setup, where pytest captures the process's stdout at the
+    file-descriptor level; capture is suspended for the line (as `capsys.disabled()` does), so
+    per-rung progress of a long run reaches the terminal as it happens.
+    """
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
 
     def write(line: str) -> None:
-        if reporter is not None:
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             reporter.ensure_newline()
             reporter.write_line(line)
+            reporter.flush()
 
     return write
 

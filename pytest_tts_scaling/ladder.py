@@ -1,4 +1,4 @@
-"""The qmax measurement: climb the ladder, judge each rung, keep the artifact current.
+"""The qmax measurement: search (or climb the given ladder), judge each rung, keep the artifact.
 
 The artifact is rewritten atomically after every rung (marked incomplete until the end), so an
 interrupted run keeps everything it measured. Per-request records go to a JSONL file beside it.
@@ -12,8 +12,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import NoReturn
+
+import numpy as np
 
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import append_jsonl, save
@@ -24,13 +27,21 @@ from pytest_tts_scaling.loadgen import RungRun, client_lag_bound_ms, run_rung, s
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.records import RequestRecord, RequestSpec
 from pytest_tts_scaling.schema import Provenance, QmaxArtifact, Rung, qmax_filename
+from pytest_tts_scaling.search import (
+    Step,
+    add_measurement,
+    next_step,
+    rungs_left,
+    schedule_estimate_s,
+    worst_case_rungs,
+)
 from pytest_tts_scaling.stats import time_weighted_in_flight
 from pytest_tts_scaling.timeline import from_epoch_ns, iso
 from pytest_tts_scaling.verdicts import (
+    MAX_MEASUREMENTS,
     RungInputs,
+    goodput_ttfab_ms,
     judge,
-    next_concurrency,
-    schedule_estimate_s,
     select_qmax,
     straddles_slo,
 )
@@ -38,6 +49,8 @@ from pytest_tts_scaling.workload import Workload, workload_for
 
 # A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
 MAX_EXTENSIONS = 2
+# While a rung runs, a progress line this often (and one when its measure window opens).
+PROGRESS_EVERY_S = 10.0
 
 Progress = Callable[[str], None]
 
@@ -50,10 +63,8 @@ class LadderResult:
 
     def summary_lines(self) -> list[str]:
         a = self.artifact
-        found = "not found" if a.q_max is None else str(a.q_max)
-        kind = "bracketed" if a.q_max_bracketed else "lower bound"
         lines = [
-            f"qmax: Q_max {found} ({kind}) for {a.model} over {a.transport} on {a.slug} "
+            f"qmax: {verdict_words(a)} for {a.model} over {a.transport} on {a.slug} "
             f"at p95 TTFAB <= {a.slo_ms:g} ms",
             f"qmax: artifact {self.path}",
             f"qmax: per-request records {self.records_path}",
@@ -83,22 +94,70 @@ def client_saturation_lines(rungs: list[Rung]) -> list[str]:
     ]
 
 
+def verdict_words(a: QmaxArtifact) -> str:
+    """What the run found, in words that cannot contradict each other."""
+    failing = [r for r in a.rungs if r.usable and not r.meets_slo]
+    if a.q_max is None:
+        if failing and all(r.fail_reason == "errors" for r in failing):
+            kinds = sorted({k for r in failing for k in r.errors_by_kind})
+            return f"no rung met the SLO: requests ended without audio ({', '.join(kinds)})"
+        if not any(r.usable for r in a.rungs):
+            return "no rung could be judged (every rung unusable)"
+        return "no rung met the SLO"
+    if a.q_max_bracketed:
+        above = min(
+            (r for r in failing if r.concurrency > (a.q_max or 0)), key=lambda r: r.concurrency
+        )
+        why = fail_words(above, a.slo_ms)
+        return f"Q_max {a.q_max} (bracketed: N={above.concurrency} failed, {why})"
+    return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
+
+
+def fail_words(rung: Rung, slo_ms: float) -> str:
+    if rung.fail_reason == "errors":
+        share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
+        kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
+        return f"{share:.1f}% of requests without audio: {kinds}"
+    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
+    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"
+
+
 def iso_ns(epoch_ns: int) -> str:
     return iso(from_epoch_ns(epoch_ns))
 
 
 def describe_schedule(settings: ResolvedOptions) -> list[str]:
-    """The --dry-run output: what would run and for how long, before any refinement."""
-    estimate = schedule_estimate_s(settings.ladder, settings.hold_s, settings.gap_s)
+    """The --dry-run output: what would run and for how long, worst case included."""
     run = settings.run
-    lines = [
+    head = (
         f"qmax dry run: {run.kind} endpoint {run.endpoint or run.endpoint_url or '(local default)'}"
-        f", transport {run.transport}, SLO p95 TTFAB <= {settings.slo_ms:g} ms",
-        f"ladder {','.join(map(str, settings.ladder))}: hold {settings.hold_s:g} s (last "
-        f"{settings.measure_s:g} s measured), gap {settings.gap_s:g} s, runs {run.runs}",
-    ]
+        f", transport {run.transport}, SLO p95 TTFAB <= {settings.slo_ms:g} ms"
+    )
+    timing = (
+        f"hold {settings.hold_s:g} s (last {settings.measure_s:g} s measured), gap "
+        f"{settings.gap_s:g} s, runs {run.runs}"
+    )
+    longest_rung_s = settings.hold_s + MAX_EXTENSIONS * settings.measure_s
+    if settings.ladder is None:
+        rungs = worst_case_rungs(settings.max_concurrency)
+        worst = rungs * MAX_MEASUREMENTS
+        worst_s = run.runs * (worst * longest_rung_s + (worst - 1) * settings.gap_s)
+        typical_s = run.runs * schedule_estimate_s((1, 2, 3, 4, 5), settings.hold_s, settings.gap_s)
+        return [
+            head,
+            f"adaptive search up to N={settings.max_concurrency}: {timing}",
+            "  rung 1: N=1; then the predicted SLO crossing and its neighbours, ending on "
+            "N pass / N+1 fail",
+            f"estimate: about {typical_s / 60:.1f} min (4-6 rungs); worst case "
+            f"{worst_s / 60:.1f} min: {rungs} concurrencies, each measured up to "
+            f"{MAX_MEASUREMENTS} times (again when unusable, re-tested when a failure is "
+            f"doubtful) and held up to {MAX_EXTENSIONS} extra measure windows",
+        ]
+    ladder = settings.ladder
+    estimate = schedule_estimate_s(ladder, settings.hold_s, settings.gap_s)
+    lines = [head, f"ladder {','.join(map(str, ladder))}: {timing}"]
     elapsed = 0.0
-    for index, concurrency in enumerate(settings.ladder):
+    for index, concurrency in enumerate(ladder):
         if index:
             elapsed += settings.gap_s
         window_start = elapsed + settings.hold_s - settings.measure_s
@@ -125,17 +184,30 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def check_admission_bound(endpoint: Endpoint, top_rung: int, allow: bool) -> None:
+def check_admission_bound(endpoint: Endpoint, top_rung: int | None, allow: bool) -> None:
     """Refuse a ladder that climbs above the container's admission bound (SPEC §4), whether
-    it was deployed (QUEUE_MAX_DEPTH) or named by the endpoint's own 503 answers."""
+    it was deployed (QUEUE_MAX_DEPTH) or named by the endpoint's own 503 answers. The search
+    (no ladder, `top_rung` None) is not refused: it stops below the bound (:func:`search_top`)."""
     bound = endpoint.queue_max_depth
-    if bound is not None and bound < top_rung and not allow:
+    if top_rung is not None and bound is not None and bound < top_rung and not allow:
         raise InputError(
             f"the admission bound of {endpoint.name} is {bound} ({endpoint.queue_max_depth_source})"
             f", below the top rung {top_rung}: rungs above it would only measure the admission "
             f"gate; expected a bound >= {top_rung} (redeploy unbounded, lower --ladder, or pass "
             "--allow-shallow-queue)"
         )
+
+
+def top_rung(settings: ResolvedOptions) -> int | None:
+    return max(settings.ladder) if settings.ladder else None
+
+
+def search_top(endpoint: Endpoint, settings: ResolvedOptions) -> int:
+    """The highest concurrency to measure: --max-concurrency, and the admission bound."""
+    bound = endpoint.queue_max_depth
+    if bound is None or settings.run.allow_shallow_queue:
+        return settings.max_concurrency
+    return min(settings.max_concurrency, bound)
 
 
 def run_ladder(
@@ -147,14 +219,14 @@ def run_ladder(
 ) -> LadderResult:
     run = settings.run
     workload = workload or workload_for(run, endpoint.kind)
-    check_admission_bound(endpoint, max(settings.ladder), run.allow_shallow_queue)
+    check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
     stall_s = stall_bound_s(settings.slo_ms)
 
     def probe_request(worker: int, seq: int) -> RequestSpec:
         return workload.request(1, worker, seq)
 
     health = require_answer(endpoint, run.transport, probe_request, stall_s=stall_s)
-    check_admission_bound(endpoint, max(settings.ladder), run.allow_shallow_queue)
+    check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")
     inputs_path = path.with_name(path.stem + ".inputs.jsonl")
@@ -170,10 +242,9 @@ def run_ladder(
     )
     runs: list[list[Rung]] = []
     started = time.monotonic()
-    budget = run.runs * schedule_estimate_s(settings.ladder, settings.hold_s, settings.gap_s)
 
     def artifact(rungs: list[Rung], complete: bool, stop_reason: str | None) -> QmaxArtifact:
-        q_max, bracketed = select_qmax(rungs)
+        q_max, bracketed = select_qmax(rungs, settings.slo_ms)
         by_c = {r.concurrency: r for r in rungs}
         c1 = by_c.get(1)
         usable_c1 = c1 if c1 is not None and c1.usable else None
@@ -198,7 +269,8 @@ def run_ladder(
             records_file=records_path.name,
             inputs_file=inputs_path.name,
             settings={
-                "ladder": list(settings.ladder),
+                "ladder": list(settings.ladder) if settings.ladder else None,
+                "max_concurrency": None if settings.ladder else search_top(endpoint, settings),
                 "hold_s": settings.hold_s,
                 "measure_s": settings.measure_s,
                 "gap_s": settings.gap_s,
@@ -207,7 +279,7 @@ def run_ladder(
                 "voices": list(workload.voices),
                 "format": workload.format,
             },
-            runs_q_max=[select_qmax(r)[0] for r in runs],
+            runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
             admission_bound=endpoint.queue_max_depth,
             admission_bound_source=endpoint.queue_max_depth_source,
             probe=health.summary(),
@@ -222,11 +294,21 @@ def run_ladder(
     for run_index in range(1, run.runs + 1):
         rungs: list[Rung] = []
         runs.append(rungs)
-        while (concurrency := next_concurrency(settings.ladder, rungs)) is not None:
+        while (step := _next(rungs, endpoint, settings)) is not None:
+            concurrency = step.concurrency
             if measured:
                 time.sleep(settings.gap_s)
+            eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
+
             rung, heard = _measure_rung(
-                endpoint, settings, workload, concurrency, records_path, inputs_path
+                endpoint,
+                settings,
+                workload,
+                step,
+                records_path,
+                inputs_path,
+                progress=progress,
+                eta_s=eta_s,
             )
             seen = silence_after(endpoint, heard, run.transport, probe_request, stall_s=stall_s)
             if seen is not None:
@@ -239,13 +321,9 @@ def run_ladder(
                         f"{path}, marked incomplete"
                     ),
                 )
-            rung = rung.model_copy(
-                update={
-                    "run": run_index,
-                    "phase": "ladder" if concurrency in settings.ladder else "refine",
-                }
-            )
-            rungs.append(rung)
+            rung = rung.model_copy(update={"run": run_index, "phase": step.phase})
+            rungs[:] = add_measurement(rungs, rung)
+            rung = rungs[-1]
             measured += 1
             if rung.client is not None:
                 rung.client.kept_time_up_to = max(
@@ -254,17 +332,39 @@ def run_ladder(
                 )
             save(artifact(rungs, complete=False, stop_reason="measuring"), path)
             elapsed = time.monotonic() - started
-            progress(_progress_line(rung, settings.slo_ms, elapsed, max(0.0, budget - elapsed)))
+            left = _eta_s(0.0, rungs=rungs, settings=settings, run_index=run_index)
+            progress(_progress_line(rung, settings.slo_ms, elapsed, left))
             try:
-                check_admission_bound(endpoint, max(settings.ladder), run.allow_shallow_queue)
+                check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
             except InputError as exc:
                 stop(rungs, f"refused: {exc}", exc)
-    final = min(runs, key=lambda r: select_qmax(r)[0] or 0)
+    final = min(runs, key=lambda r: select_qmax(r, settings.slo_ms)[0] or 0)
     endpoint.thaw()  # the load has stopped: restore the endpoint before the CloudWatch join
     annotated = endpoint.annotate_rungs(final)
     result = artifact(annotated, complete=True, stop_reason=None)
     save(result, path)
     return LadderResult(artifact=result, path=path, records_path=records_path)
+
+
+def _eta_s(
+    rung_left_s: float, *, rungs: list[Rung], settings: ResolvedOptions, run_index: int
+) -> float:
+    """The whole run's time left; during a rung, `rung_left_s` is that rung's own rest."""
+    per_rung = settings.hold_s + settings.gap_s
+    left = rungs_left(rungs, settings.slo_ms, ladder=settings.ladder)
+    if rung_left_s > 0:
+        left = max(0, left - 1)  # the rung running now is one of them
+    later_runs = (settings.run.runs - run_index) * max(1, len(rungs) + 1)
+    return rung_left_s + (left + later_runs) * per_rung
+
+
+def _next(rungs: list[Rung], endpoint: Endpoint, settings: ResolvedOptions) -> Step | None:
+    return next_step(
+        rungs,
+        settings.slo_ms,
+        ladder=settings.ladder,
+        max_concurrency=search_top(endpoint, settings),
+    )
 
 
 def _s(ms: float | None) -> float | None:
@@ -275,11 +375,15 @@ def _measure_rung(
     endpoint: Endpoint,
     settings: ResolvedOptions,
     workload: Workload,
-    concurrency: int,
+    step: Step,
     records_path: Path,
     inputs_path: Path,
+    *,
+    progress: Progress,
+    eta_s: Callable[[float], float],
 ) -> tuple[Rung, RungRun]:
-    """The judged rung and what the engine heard during it."""
+    """The judged rung and what the engine heard during it; progress lines while it runs."""
+    concurrency = step.concurrency
     before = endpoint.instance_count()
     inputs: list[dict[str, object]] = []
 
@@ -299,18 +403,36 @@ def _measure_rung(
         )
         return spec
 
+    heard: list[RequestRecord] = []
+
+    async def report_progress() -> None:
+        started = time.perf_counter_ns()
+        warmup_s = settings.hold_s - settings.measure_s
+        window_start_ns = started + int(warmup_s * 1e9)
+        for at in sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)}):
+            await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
+            elapsed = (time.perf_counter_ns() - started) / 1e9
+            so_far = [r for r in heard if r.start_ns >= window_start_ns] or heard
+            left = max(0.001, settings.hold_s - elapsed)
+            progress(_live_line(step, settings, so_far, elapsed, eta_s(left)))
+
     async def measure() -> RungRun:
         async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
-            return await run_rung(
-                transport,
-                make_request,
-                concurrency=concurrency,
-                hold_s=settings.hold_s,
-                measure_s=settings.measure_s,
-                should_extend=lambda window: straddles_slo(window, settings.slo_ms),
-                max_extensions=MAX_EXTENSIONS,
-                stall_s=stall_bound_s(settings.slo_ms),
-            )
+            ticker = asyncio.create_task(report_progress())
+            try:
+                return await run_rung(
+                    transport,
+                    make_request,
+                    concurrency=concurrency,
+                    hold_s=settings.hold_s,
+                    measure_s=settings.measure_s,
+                    should_extend=lambda window: straddles_slo(window, settings.slo_ms),
+                    max_extensions=MAX_EXTENSIONS,
+                    stall_s=stall_bound_s(settings.slo_ms),
+                    on_record=heard.append,
+                )
+            finally:
+                ticker.cancel()
 
     result = asyncio.run(measure())
     after = endpoint.instance_count()
@@ -326,7 +448,7 @@ def _measure_rung(
     rung = judge(
         RungInputs(
             concurrency=concurrency,
-            window=result.in_window(),
+            window=started_in_window(result),
             measure_s=result.measure_s,
             concurrency_mean=mean,
             concurrency_max=peak,
@@ -343,26 +465,63 @@ def _measure_rung(
     return rung.model_copy(update={"extensions": result.extensions, "client": client}), result
 
 
+def started_in_window(result: RungRun) -> list[RequestRecord]:
+    """Goodput: every request that started in the measure window counts, however it ended."""
+    return [r for r in result.records if in_window(r, result)]
+
+
+def in_window(record: RequestRecord, result: RungRun) -> bool:
+    return result.window_start_ns <= record.start_ns < result.window_end_ns
+
+
 def _record_row(record: RequestRecord, result: RungRun) -> dict[str, object]:
     row = record.to_json()
-    row["in_window"] = result.window_start_ns <= record.end_ns <= result.window_end_ns
+    row["in_window"] = in_window(record, result)
     return row
 
 
+def _every(period_s: float, until_s: float) -> list[float]:
+    return [period_s * k for k in range(1, int(until_s // period_s) + 1)]
+
+
+def _live_line(
+    step: Step,
+    settings: ResolvedOptions,
+    heard: list[RequestRecord],
+    elapsed_s: float,
+    eta_s: float,
+) -> str:
+    """One rung in progress: N, phase, p95 so far against the SLO, and the whole run's ETA."""
+    warmup_s = settings.hold_s - settings.measure_s
+    if elapsed_s < warmup_s - 0.05:
+        phase = f"warm-up {elapsed_s:.0f}/{warmup_s:g} s"
+    else:
+        phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{settings.measure_s:g} s"
+    goodput = goodput_ttfab_ms(heard, settings.slo_ms)
+    p95 = f"{float(np.percentile(goodput, 95)):.0f} ms" if goodput else "n/a"
+    return (
+        f"qmax N={step.concurrency} {step.phase}: {phase}, p95 TTFAB so far {p95} "
+        f"(SLO {settings.slo_ms:g} ms), {len(heard)} done; run ETA {_mmss(eta_s)}"
+    )
+
+
 def _progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) -> str:
-    p95 = rung.ttfab_ms.p95
+    p95 = rung.goodput_ttfab_p95_ms if rung.goodput_ttfab_p95_ms is not None else rung.ttfab_ms.p95
     verdict = (
         f"unusable ({rung.unusable_reason})"
         if not rung.usable
         else "pass"
         if rung.meets_slo
-        else "FAIL"
+        else f"FAIL ({rung.fail_reason})"
     )
     p95_text = "n/a" if p95 is None else f"{p95:.0f} ms"
+    errors = f", {rung.failed} without audio" if rung.failed else ""
+    again = f", measurement {rung.remeasured + 1}" if rung.remeasured else ""
     return (
-        f"qmax N={rung.concurrency:<4} {rung.phase:<6} p95 TTFAB {p95_text} (SLO {slo_ms:g}) "
-        f"{verdict}; {rung.completed} done, {rung.throughput_rps:.2f} rps, in-flight "
-        f"{rung.concurrency_mean:.2f}; elapsed {_mmss(elapsed_s)}, about {_mmss(left_s)} left"
+        f"qmax N={rung.concurrency:<4} {rung.phase:<9} p95 TTFAB {p95_text} (SLO {slo_ms:g} ms) "
+        f"{verdict}; {rung.completed} done{errors}, {rung.throughput_rps:.1f} rps, in-flight "
+        f"{rung.concurrency_mean:.1f}{again}; elapsed {_mmss(elapsed_s)}, about {_mmss(left_s)} "
+        "left"
     )
 
 

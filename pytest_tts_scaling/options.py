@@ -19,24 +19,22 @@ EndpointKind = Literal["local", "url", "sagemaker"]
 DEFAULT_MODEL = "kokoro-82m"
 DEFAULT_SLO_MS = 3000.0
 DEFAULT_SURGE_RATIO = 1.25
+DEFAULT_MAX_CONCURRENCY = 256
 
 
 @dataclass(frozen=True)
 class LadderDefaults:
-    """Ladder shape; the source's values for a real endpoint, smaller ones for a 2-core CPU."""
+    """Rung timing; the source's values for a real endpoint, smaller ones for a 2-core CPU."""
 
-    ladder: tuple[int, ...]
     hold_s: float
     measure_s: float
     gap_s: float
 
 
-SOURCE_LADDER = LadderDefaults(
-    ladder=(1, 5, 10, 20, 30, 40, 50, 60), hold_s=240.0, measure_s=60.0, gap_s=30.0
-)
+SOURCE_LADDER = LadderDefaults(hold_s=240.0, measure_s=60.0, gap_s=30.0)
 # The untrained development model on 2 CPU cores serves one request in about a second, so a
 # handful of rungs of 25 s each finds its Q_max in a few minutes.
-LOCAL_LADDER = LadderDefaults(ladder=(1, 2, 3, 4, 6, 8), hold_s=25.0, measure_s=15.0, gap_s=2.0)
+LOCAL_LADDER = LadderDefaults(hold_s=25.0, measure_s=15.0, gap_s=2.0)
 
 
 def _fail(value: str, expected: str) -> argparse.ArgumentTypeError:
@@ -229,10 +227,21 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--ladder",
         "tts_ladder",
-        "Concurrency rungs. Default: 1,5,10,20,30,40,50,60 (local default: 1,2,3,4,6,8).",
+        "Measure exactly these concurrency rungs (the source's ladder is 1,5,10,20,30,40,50,60). "
+        "Default: none (adaptive search: N=1, then around the predicted SLO crossing, ending "
+        "on N pass / N+1 fail).",
         ladder,
         None,
         "N,N,...",
+    ),
+    OptionSpec(
+        "--max-concurrency",
+        "tts_max_concurrency",
+        "Highest concurrency the adaptive search may try; reaching it gives a lower bound. "
+        "Default: 256 (about what one client process holds within 5 ms).",
+        positive_int,
+        None,
+        "N",
     ),
     OptionSpec(
         "--hold-s",
@@ -408,6 +417,7 @@ class RunOptions:
     transport: str = "response-stream"
     slo_ms: float | None = None
     ladder: tuple[int, ...] | None = None
+    max_concurrency: int | None = None
     hold_s: float | None = None
     measure_s: float | None = None
     gap_s: float | None = None
@@ -450,7 +460,8 @@ class RunOptions:
         return ResolvedOptions(
             run=self,
             slo_ms=self.slo_ms if self.slo_ms is not None else DEFAULT_SLO_MS,
-            ladder=self.ladder if self.ladder is not None else base.ladder,
+            ladder=self.ladder,
+            max_concurrency=self.max_concurrency or DEFAULT_MAX_CONCURRENCY,
             hold_s=hold,
             measure_s=measure,
             gap_s=self.gap_s if self.gap_s is not None else base.gap_s,
@@ -494,7 +505,9 @@ class ResolvedOptions:
 
     run: RunOptions
     slo_ms: float
-    ladder: tuple[int, ...]
+    # None: the adaptive search, up to `max_concurrency`.
+    ladder: tuple[int, ...] | None
+    max_concurrency: int
     hold_s: float
     measure_s: float
     gap_s: float

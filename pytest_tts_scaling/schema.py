@@ -38,11 +38,15 @@ class Summary(_Model):
 
 
 class Interval(_Model):
-    """A two-sided confidence interval."""
+    """A two-sided confidence interval; open above when the data cannot bound it from above.
+
+    Open above, `high` is the largest value seen and the interval is [low, ∞).
+    """
 
     low: float
     high: float
     level: float = 0.95
+    bounded_above: bool = True
 
 
 class DeployedConfig(_Model):
@@ -119,7 +123,7 @@ class Rung(_Model):
     response_bytes: Summary | None = None
     rtf: Summary | None = None
     audio_throughput: float | None = None
-    phase: Literal["ladder", "refine"] = "ladder"
+    phase: Literal["ladder", "refine", "search", "remeasure", "retest"] = "ladder"
     extensions: int = Field(default=0, ge=0)
     run: int = Field(default=1, ge=1)
     window_start: str | None = None
@@ -129,6 +133,18 @@ class Rung(_Model):
     cw_period_s: int | None = None
     instance_count: int | None = None
     client: ClientTiming | None = None
+    # Goodput (issue 12): every request started in the window counts.
+    # `slo` (p95 above the SLO) or `errors` (more than 1% of requests ended without audio).
+    fail_reason: str | None = None
+    # Requests of the window that ended without audio, by kind (`no_audio`, `http_500`, …).
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    # p95 TTFAB with every request that ended without audio counted above the SLO.
+    goodput_ttfab_p95_ms: float | None = None
+    # Earlier measurements of this concurrency that this one replaced, and what they showed
+    # (`unusable:not_settled`, `fail:slo`, …): an unusable rung is measured again, and a single
+    # doubtful failure is re-tested before it caps Q_max.
+    remeasured: int = Field(default=0, ge=0)
+    earlier: list[str] = Field(default_factory=list)
     load_avg_1m: float | None = None
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from statistics import NormalDist
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pytest_tts_scaling.schema import Interval, Summary
 
@@ -34,22 +35,54 @@ def summarize(values: Sequence[float]) -> Summary:
     )
 
 
-def quantile_ci(values: Sequence[float], q: float = 0.95, level: float = 0.95) -> Interval | None:
-    """Distribution-free confidence interval for a quantile from order statistics.
+def quantile_ci(values: ArrayLike, q: float = 0.95, level: float = 0.95) -> Interval | None:
+    """Confidence interval for a quantile of a correlated series, from order statistics.
 
-    The number of samples below the true q-quantile is Binomial(n, q); the interval is the pair of
-    order statistics that brackets it with the given coverage (normal approximation to the binomial,
-    widened to whole ranks). Returns None below 2 samples, where no interval exists.
+    `values` must be in the order they were measured. Consecutive requests of a closed loop are
+    correlated, so the count of samples below the true q-quantile varies more than the binomial
+    n·q·(1 − q) that holds for independent samples: by the factor τ (integrated autocorrelation
+    time), estimated here by batch means of the ranks. The interval is the pair of order
+    statistics that brackets that count with the given coverage. When the upper rank lies beyond
+    the sample and the sample is too small for its maximum to bound the quantile, the interval
+    is open above (`bounded_above` false, `high` the largest value seen). None below 2 samples.
     """
-    data = np.sort(np.asarray(values, dtype=float))
-    n = int(data.size)
+    series = np.asarray(values, dtype=float)
+    n = int(series.size)
     if n < 2:
         return None
+    data = np.sort(series)
+    tau = autocorrelation_time(values)
     z = NormalDist().inv_cdf(0.5 + level / 2)
-    spread = z * math.sqrt(n * q * (1 - q))
+    spread = z * math.sqrt(n * q * (1 - q) * tau)
     low_rank = max(0, math.floor(n * q - spread) - 1)
-    high_rank = min(n - 1, math.ceil(n * q + spread))
-    return Interval(low=float(data[low_rank]), high=float(data[high_rank]), level=level)
+    high_rank = math.ceil(n * q + spread)
+    # The sample maximum bounds the quantile unless all n/τ effective samples could lie below it.
+    bounded = high_rank <= n - 1 or q ** (n / tau) <= (1 - level) / 2
+    return Interval(
+        low=float(data[low_rank]),
+        high=float(data[min(high_rank, n - 1)]),
+        level=level,
+        bounded_above=bounded,
+    )
+
+
+def autocorrelation_time(series: ArrayLike) -> float:
+    """How many consecutive samples carry the information of one independent sample (≥ 1).
+
+    Batch means over the ranks (ties share their mean rank, so a steady sequence of a few
+    levels is not read as correlated): τ = m · var(means of batches of m) / var(ranks), with
+    batches of about √n.
+    """
+    data = np.asarray(series, dtype=float)
+    _, inverse, counts = np.unique(data, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2.0)[inverse]
+    n = int(ranks.size)
+    size = max(2, math.isqrt(n))
+    batches = n // size
+    if batches < 2 or float(ranks.var()) == 0.0:
+        return 1.0
+    means = ranks[: batches * size].reshape(batches, size).mean(axis=1)
+    return max(1.0, size * float(means.var(ddof=1)) / float(ranks.var(ddof=1)))
 
 
 def time_weighted_in_flight(
@@ -98,18 +131,23 @@ def underrun_s(first_byte_at: float, chunks: Sequence[tuple[float, float]]) -> f
     return stalled
 
 
-def relative_drift(times: Sequence[float], values: Sequence[float]) -> float:
-    """How much a metric moved across a window: median of the last third over the first third.
+def trend(times: Sequence[float], values: Sequence[float], batches: int = 6) -> tuple[float, float]:
+    """How far a metric moved across a window, and the noise of that estimate (same unit).
 
-    Returns the ratio (1.0 = flat). Fewer than 9 samples cannot show a trend and return 1.0.
+    The window is cut into `batches` consecutive batches in time order; the change is the
+    least-squares slope of the batch means times the window's span in batches, the noise its
+    standard error. Batch means of a stationary sequence (a steady mix of waves, say) stay put
+    whatever its shape; a queue that keeps growing moves them. Fewer than 3 samples a batch
+    cannot show a trend and return (0, inf).
     """
-    if len(values) < 9:
-        return 1.0
-    order = np.argsort(np.asarray(times, dtype=float))
+    if len(values) < 3 * batches:
+        return 0.0, math.inf
+    order = np.argsort(np.asarray(times, dtype=float), kind="stable")
     ordered = np.asarray(values, dtype=float)[order]
-    third = len(ordered) // 3
-    first = float(np.median(ordered[:third]))
-    last = float(np.median(ordered[-third:]))
-    if first <= 0:
-        return 1.0
-    return last / first
+    means = np.array([part.mean() for part in np.array_split(ordered, batches)])
+    index = np.arange(batches, dtype=float)
+    slope, intercept = np.polyfit(index, means, 1)
+    residuals = means - (slope * index + intercept)
+    spread = float(np.sqrt((residuals**2).sum() / (batches - 2)))
+    slope_se = spread / math.sqrt(float(((index - index.mean()) ** 2).sum()))
+    return float(slope) * (batches - 1), slope_se * (batches - 1)

@@ -1,27 +1,50 @@
-"""Rung verdicts, Q_max and the ladder's schedule (SPEC §4 qmax). Pure: no I/O, no clock."""
+"""Rung verdicts and Q_max (SPEC §4 qmax). Pure: no I/O, no clock.
+
+Goodput: every request that started in the measure window counts. One that ended without audio
+(an error, a timeout, an answer with no audio) counts as a TTFAB above the SLO in the p95, and
+more than 1% of them fail the rung with reason `errors`. Rejections (503/408/429) mean the
+admission gate set the rung (`gate_limited`, unusable), not the server's latency.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pytest_tts_scaling.records import RequestRecord
 from pytest_tts_scaling.schema import Rung
-from pytest_tts_scaling.stats import quantile_ci, relative_drift, summarize
+from pytest_tts_scaling.stats import quantile_ci, summarize, trend
 
 # A closed loop whose time-weighted in-flight is more than this far below N did not hold N.
 CLIENT_SHORTFALL = 0.05
-# More rejections than this share of answers means the admission gate, not latency, set the rung.
+# More rejections than this share of the window means the admission gate, not latency, set it.
 MAX_REJECTED_SHARE = 0.01
-# TTFAB whose median moved by more than this factor across the window had not settled.
-DRIFT_FACTOR = 1.5
-# A failing rung count after which the ladder stops climbing.
-FAILS_TO_STOP = 2
+# More requests without audio than this share of the window fails the rung (reason `errors`).
+MAX_ERROR_SHARE = 0.01
+# TTFAB that moved across the window by more than this share of the SLO, beyond TREND_SIGMAS
+# standard errors of the move, had not settled. The floor keeps sub-millisecond noise, and
+# steady waves of a K-slot server, from reading as a trend.
+DRIFT_FLOOR_SHARE = 0.1
+TREND_SIGMAS = 3.0
+# A request without audio enters the goodput p95 at this multiple of the SLO (or its own
+# duration, if longer): above the SLO, and finite, so the artifact stays plain JSON.
+NO_AUDIO_AT_SLO_TIMES = 2.0
+# Unusable for a reason that can pass (the next measurement may be fine): measured again.
+TRANSIENT_REASONS = frozenset(
+    {"not_settled", "instance_count_changed", "client_could_not_hold", "client_saturated"}
+)
+# How often one concurrency is measured at most: once, again when unusable, once more to
+# re-test a doubtful failure.
+MAX_MEASUREMENTS = 3
+
+Standing = Literal["pass", "fail", "doubtful", "unusable"]
 
 
 @dataclass(frozen=True)
 class RungInputs:
-    """What one rung measured, already cut to its window."""
+    """What one rung measured: the requests that started in its measure window."""
 
     concurrency: int
     window: Sequence[RequestRecord]
@@ -39,11 +62,25 @@ class RungInputs:
     client_lag_bound_ms: float | None = None
 
 
-def unusable_reason(inputs: RungInputs) -> str | None:
+def delivered(record: RequestRecord) -> bool:
+    """The request ended with audio, so it has a TTFAB."""
+    return record.status == "ok" and record.ttfab_ms is not None
+
+
+def failure_kind(record: RequestRecord) -> str:
+    """`no_audio`, `http_500`, `stalled`, …: the error code's stable prefix, else the status."""
+    if record.status == "ok":
+        return "no_audio"
+    if record.error_code:
+        return record.error_code.split(":", 1)[0].strip()
+    return record.status
+
+
+def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
     """Why a rung cannot be judged against the SLO, or None when it can (SPEC §4)."""
-    ok = [r for r in inputs.window if r.status == "ok"]
-    rejected = sum(1 for r in inputs.window if r.status == "rejected")
-    answered = len(inputs.window)
+    window = inputs.window
+    ok = [r for r in window if delivered(r)]
+    rejected = sum(1 for r in window if r.status == "rejected")
     if inputs.instance_count_changed:
         return "instance_count_changed"
     lag, bound = inputs.client_lag_p99_ms, inputs.client_lag_bound_ms
@@ -51,110 +88,138 @@ def unusable_reason(inputs: RungInputs) -> str | None:
         return "client_saturated"
     if not ok:
         return "nothing_completed"
-    if answered and rejected / answered > MAX_REJECTED_SHARE:
+    if rejected / len(window) > MAX_REJECTED_SHARE:
         return "gate_limited"
     if inputs.concurrency_mean < (1 - CLIENT_SHORTFALL) * inputs.concurrency:
         return "client_could_not_hold"
-    ttfab = [r.ttfab_ms for r in ok if r.ttfab_ms is not None]
-    drift = relative_drift([r.start_ns for r in ok if r.ttfab_ms is not None], ttfab)
-    if drift > DRIFT_FACTOR or drift < 1 / DRIFT_FACTOR:
+    change, noise = trend([r.start_ns for r in ok], [r.ttfab_ms or 0.0 for r in ok])
+    if abs(change) > max(DRIFT_FLOOR_SHARE * slo_ms, TREND_SIGMAS * noise):
         return "not_settled"
     return None
 
 
+def goodput_ttfab_ms(window: Sequence[RequestRecord], slo_ms: float) -> list[float]:
+    """TTFAB of every request of the window in start order; one without audio above the SLO."""
+    return [
+        r.ttfab_ms
+        if delivered(r) and r.ttfab_ms is not None
+        else max(r.latency_ms, NO_AUDIO_AT_SLO_TIMES * slo_ms)
+        for r in sorted(window, key=lambda r: r.start_ns)
+    ]
+
+
 def judge(inputs: RungInputs, slo_ms: float) -> Rung:
     """Summaries and the verdict of one rung, in the artifact's shape."""
-    ok = [r for r in inputs.window if r.status == "ok"]
+    window = inputs.window
+    ok = [r for r in window if delivered(r)]
+    no_audio = [r for r in window if not delivered(r) and r.status != "rejected"]
+    reason = unusable_reason(inputs, slo_ms) if window else "nothing_completed"
+    goodput = goodput_ttfab_ms(window, slo_ms)
+    goodput_p95 = summarize(goodput).p95
+    fail_reason = None
+    if reason is None:
+        if len(no_audio) > MAX_ERROR_SHARE * len(window):
+            fail_reason = "errors"
+        elif goodput_p95 is not None and goodput_p95 > slo_ms:
+            fail_reason = "slo"
     ttfab = [r.ttfab_ms for r in ok if r.ttfab_ms is not None]
-    reason = unusable_reason(inputs)
-    ttfab_summary = summarize(ttfab)
     audio_total = sum(r.audio_s for r in ok)
     rtf = [
         r.audio_s / ((r.latency_ms - r.ttfab_ms) / 1000.0)
         for r in ok
         if r.ttfab_ms is not None and r.latency_ms > r.ttfab_ms
     ]
+    per_s = 1 / inputs.measure_s if inputs.measure_s > 0 else 0.0
     return Rung(
         concurrency=inputs.concurrency,
         usable=reason is None,
         unusable_reason=reason,
-        meets_slo=reason is None and ttfab_summary.p95 is not None and ttfab_summary.p95 <= slo_ms,
+        meets_slo=reason is None and fail_reason is None,
         completed=len(ok),
-        rejected=sum(1 for r in inputs.window if r.status == "rejected"),
-        failed=sum(1 for r in inputs.window if r.status in ("error", "timeout")),
+        rejected=sum(1 for r in window if r.status == "rejected"),
+        failed=len(no_audio),
         measure_s=inputs.measure_s,
-        throughput_rps=len(ok) / inputs.measure_s if inputs.measure_s > 0 else 0.0,
+        throughput_rps=len(ok) * per_s,
         concurrency_mean=inputs.concurrency_mean,
         concurrency_max=inputs.concurrency_max,
-        ttfab_ms=ttfab_summary,
-        ttfab_p95_ci_ms=quantile_ci(ttfab),
+        ttfab_ms=summarize(ttfab),
+        ttfab_p95_ci_ms=quantile_ci(goodput),
         latency_ms=summarize([r.latency_ms for r in ok]),
         inter_chunk_gap_ms=summarize([g for r in ok for g in r.gaps_ms]),
         underrun_ms=summarize([r.underrun_ms for r in ok if r.underrun_ms is not None]),
         audio_s=summarize([r.audio_s for r in ok]),
         response_bytes=summarize([r.audio_bytes for r in ok]),
         rtf=summarize(rtf),
-        audio_throughput=audio_total / inputs.measure_s if inputs.measure_s > 0 else 0.0,
+        audio_throughput=audio_total * per_s,
         phase=inputs.phase,  # type: ignore[arg-type]
         window_start=inputs.window_start,
         window_end=inputs.window_end,
         instance_count=inputs.instance_count,
+        fail_reason=fail_reason,
+        errors_by_kind=dict(sorted(Counter(failure_kind(r) for r in no_audio).items())),
+        goodput_ttfab_p95_ms=goodput_p95,
     )
 
 
 def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> bool:
-    """True when the p95 TTFAB's confidence interval contains the SLO: more data could flip it."""
-    ttfab = [r.ttfab_ms for r in window if r.status == "ok" and r.ttfab_ms is not None]
-    interval = quantile_ci(ttfab)
+    """True when the SLO lies between the goodput p95 interval's low end and the largest TTFAB
+    the interval reaches: more data could flip the verdict. An interval open above only for
+    want of samples, with nothing seen near the SLO, is not held longer."""
+    interval = quantile_ci(goodput_ttfab_ms(window, slo_ms))
     return interval is not None and interval.low <= slo_ms <= interval.high
 
 
-def select_qmax(rungs: Sequence[Rung]) -> tuple[int | None, bool]:
+def clearly_above(rung: Rung, slo_ms: float) -> bool:
+    """A failure more data would not turn into a pass: errors, or a p95 interval above the SLO."""
+    interval = rung.ttfab_p95_ci_ms
+    return rung.fail_reason == "errors" or (interval is not None and interval.low > slo_ms)
+
+
+def word(rung: Rung) -> str:
+    """`pass`, `fail:slo`, `unusable:not_settled`: what one measurement showed, for `earlier`."""
+    if not rung.usable:
+        return f"unusable:{rung.unusable_reason}"
+    return "pass" if rung.meets_slo else f"fail:{rung.fail_reason}"
+
+
+def standing(rung: Rung, rungs: Sequence[Rung], slo_ms: float) -> Standing:
+    """Where a measured concurrency stands, given every rung of its run.
+
+    A failure caps Q_max only when it is confirmed: it failed twice, or it failed clearly and no
+    higher rung passed. Otherwise it is doubtful and is re-tested; a doubtful failure that
+    cannot be measured again counts as a failure.
+    """
+    if not rung.usable:
+        return "unusable"
+    if rung.meets_slo:
+        return "pass"
+    if any(e.startswith("fail") for e in rung.earlier):
+        return "fail"
+    contradicted = any(
+        r.meets_slo and r.concurrency > rung.concurrency and r.run == rung.run for r in rungs
+    )
+    if clearly_above(rung, slo_ms) and not contradicted:
+        return "fail"
+    return "fail" if rung.remeasured + 1 >= MAX_MEASUREMENTS else "doubtful"
+
+
+def select_qmax(rungs: Sequence[Rung], slo_ms: float) -> tuple[int | None, bool]:
     """Q_max and whether it is bracketed.
 
-    Q_max is the highest passing rung below the lowest failing one: a pass above a failure is
-    not trusted (it would mean the failure was noise, which the schedule then refines). It is
-    bracketed when a higher rung was measured and failed; otherwise it is a lower bound.
+    Q_max is the highest passing rung below the lowest confirmed failure; unusable rungs count
+    neither way. It is bracketed only when a usable rung above it failed clearly (its p95
+    interval above the SLO, or errors); no passing rung at all is never bracketed.
     """
-    failing = sorted(r.concurrency for r in rungs if not r.meets_slo)
-    ceiling = failing[0] if failing else None
+    stands = {r.concurrency: (r, standing(r, rungs, slo_ms)) for r in rungs}
+    caps = [c for c, (_, s) in stands.items() if s == "fail"]
+    ceiling = min(caps) if caps else None
     passing = [
-        r.concurrency for r in rungs if r.meets_slo and (ceiling is None or r.concurrency < ceiling)
+        c for c, (_, s) in stands.items() if s == "pass" and (ceiling is None or c < ceiling)
     ]
     if not passing:
-        return None, ceiling is not None
-    return max(passing), ceiling is not None
-
-
-def next_concurrency(
-    ladder: Sequence[int], rungs: Sequence[Rung], refine: bool = True
-) -> int | None:
-    """The next rung to measure given what has been measured, or None when done.
-
-    Climb the ladder until two rungs fail; then bisect between the highest pass and the lowest
-    fail above it until they are one request apart.
-    """
-    measured = {r.concurrency for r in rungs}
-    fails = sum(1 for r in rungs if not r.meets_slo)
-    if fails < FAILS_TO_STOP:
-        for rung in ladder:
-            if rung not in measured:
-                return rung
-    if not refine:
-        return None
-    q_max, _ = select_qmax(rungs)
-    failing = sorted(r.concurrency for r in rungs if not r.meets_slo)
-    above = [c for c in failing if q_max is None or c > q_max]
-    if not above:
-        return None
-    low = q_max if q_max is not None else 0
-    high = above[0]
-    if high - low <= 1:
-        return None
-    middle = (low + high) // 2
-    return middle if middle not in measured and middle >= 1 else None
-
-
-def schedule_estimate_s(ladder: Sequence[int], hold_s: float, gap_s: float) -> float:
-    """Wall-clock of the whole ladder if every rung passes (the longest case without refining)."""
-    return len(ladder) * hold_s + max(0, len(ladder) - 1) * gap_s
+        return None, False
+    q_max = max(passing)
+    bracketed = any(
+        c > q_max and s == "fail" and clearly_above(r, slo_ms) for c, (r, s) in stands.items()
+    )
+    return q_max, bracketed

@@ -20,25 +20,39 @@ def test_qmax_found(tts_ladder: LadderResult, tts_report: ReportExtras) -> None:
     artifact = tts_ladder.artifact
     tts_report.artifact(artifact, tts_ladder.path)
     tts_report.html(rung_table_html(artifact), name="rungs")
-    assert artifact.q_max is not None, (
-        f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung: "
-        f"{artifact.rungs[0].ttfab_ms.p95 if artifact.rungs else 'none measured'} ms "
-        "(lower --ladder or raise --slo-ms)"
+    assert artifact.q_max is not None, no_qmax_message(artifact)
+
+
+def no_qmax_message(artifact: QmaxArtifact) -> str:
+    """Why no rung passed, naming errors apart from latency (a broken endpoint is not slow)."""
+    from pytest_tts_scaling.ladder import verdict_words
+
+    first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
+    if first is not None and first.fail_reason == "errors":
+        return f"{verdict_words(artifact)}: the endpoint answers without audio, it is not slow"
+    p95 = first.goodput_ttfab_p95_ms if first is not None else None
+    figure = "n/a" if p95 is None else f"{p95:.0f} ms"
+    lowest = "none measured" if first is None else f"N={first.concurrency} p95 {figure}"
+    return (
+        f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} "
+        "(raise --slo-ms, or find out why one request alone is this slow)"
     )
 
 
 def test_qmax_bracketed(tts_ladder: LadderResult, tts_options: RunOptions) -> None:
-    """The default ladder must find the ceiling; a ladder the user chose may stop below it."""
+    """The search must find the ceiling; a ladder the user chose may stop below it."""
     artifact = tts_ladder.artifact
     top = max(r.concurrency for r in artifact.rungs)
+    if artifact.q_max is None:
+        pytest.skip("no Q_max to bracket (see test_qmax_found)")
     if not artifact.q_max_bracketed and tts_options.ladder is not None:
         pytest.skip(
             f"Q_max {artifact.q_max} is a lower bound of the given ladder: every rung up to {top} "
             "met the SLO; extend --ladder to bracket it"
         )
     assert artifact.q_max_bracketed, (
-        f"Q_max {artifact.q_max} is only a lower bound: no rung above it failed; "
-        f"extend --ladder beyond {top}"
+        f"Q_max {artifact.q_max} is only a lower bound: no rung above it failed clearly (the "
+        f"search went up to N={top}); raise --max-concurrency beyond {top}"
     )
 
 

@@ -44,10 +44,12 @@ def test_endpoint_name() -> None:
 
 def test_defaults_depend_on_endpoint_kind() -> None:
     local = RunOptions().for_kind()
-    assert local.ladder == LOCAL_LADDER.ladder
+    assert local.ladder is None  # the adaptive search
+    assert local.max_concurrency == 256
     assert local.hold_s == LOCAL_LADDER.hold_s
     remote = RunOptions(endpoint="speech-kokoro-82m").for_kind()
-    assert remote.ladder == SOURCE_LADDER.ladder
+    assert remote.ladder is None
+    assert remote.hold_s == SOURCE_LADDER.hold_s
     assert (remote.hold_s, remote.measure_s, remote.gap_s) == (240.0, 60.0, 30.0)
     assert remote.slo_ms == 3000.0
     custom = RunOptions(ladder=(1, 2), hold_s=10, measure_s=6, gap_s=0).for_kind()

@@ -21,7 +21,9 @@ def test_help_lists_every_option_with_its_default(pytester: pytest.Pytester) -> 
         "--transport=KIND",
         "session). Default: response-stream.",
         "--slo-ms=MS p95 time-to-first-audio-byte objective in ms. Default: 3000.",
-        "--ladder=N,N,... Concurrency rungs. Default: 1,5,10,20,30,40,50,60",
+        "--ladder=N,N,... Measure exactly these concurrency rungs (the source's ladder is "
+        "1,5,10,20,30,40,50,60). Default: none (adaptive search",
+        "--max-concurrency=N Highest concurrency the adaptive search may try",
         "--hold-s=S Seconds each rung is held. Default: 240",
         "--dry-run",
         "Default: reports.",
@@ -109,13 +111,50 @@ def test_dry_run_prints_the_schedule_and_sends_nothing(
     assert not (pytester.path / "reports").exists()
 
 
+def test_dry_run_of_the_search_states_its_worst_case_past_capture(
+    pytester: pytest.Pytester, qmax_scenario: Path
+) -> None:
+    """In a pytest subprocess, where capture is real: the schedule reaches the terminal."""
+    result = pytester.runpytest_subprocess(
+        *NO_CACHE,
+        "-m",
+        "qmax",
+        "--dry-run",
+        "--endpoint-url",
+        "http://127.0.0.1:9",
+        "--max-concurrency",
+        "64",
+        "--hold-s",
+        "60",
+        "--measure-s",
+        "30",
+        "--gap-s",
+        "10",
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "qmax dry run: url endpoint http://127.0.0.1:9*",
+            "adaptive search up to N=64: hold 60 s (last 30 s measured), gap 10 s, runs 1",
+            "  rung 1: N=1; then the predicted SLO crossing*N pass / N+1 fail",
+            # 2*log2(64)+6 = 18 concurrencies, 3 measurements each of up to 60+2*30 s, 53 gaps
+            "estimate: about 5.7 min (4-6 rungs); worst case 116.8 min: 18 concurrencies, each "
+            "measured up to 3 times*",
+        ]
+    )
+    assert result.ret == 0
+
+
 def test_qmax_against_a_server_with_known_capacity(
     pytester: pytest.Pytester, qmax_scenario: Path, serial_server: SerialStreamServer
 ) -> None:
-    """The acceptance check of the measurement chain: a serial server whose Q_max is 10."""
+    """The acceptance check of the measurement chain: a serial server whose Q_max is 10.
+
+    In a pytest subprocess, so capture is real: per-rung progress must reach the terminal
+    while the ladder runs (it runs inside fixture setup, where output is captured).
+    """
     assert serial_server.true_qmax(1000) == 10
     artifacts = pytester.path / "out"
-    result = pytester.runpytest(
+    result = pytester.runpytest_subprocess(
         *NO_CACHE,
         "-m",
         "qmax",
@@ -141,7 +180,13 @@ def test_qmax_against_a_server_with_known_capacity(
     )
     result.assert_outcomes(passed=3, skipped=1)  # skipped: the --baseline gate
     result.stdout.fnmatch_lines(
-        ["*qmax N=12 * FAIL*", "*qmax N=10 * refine*pass*", "*Q_max 10 (bracketed)*"]
+        [
+            "*qmax N=1 ladder: measuring 0/4 s, p95 TTFAB so far * ms (SLO 1000 ms), * done; "
+            "run ETA *m*s",
+            "*qmax N=12 * FAIL (slo)*",
+            "*qmax N=10 * refine*pass*",
+            "*Q_max 10 (bracketed: N=11 failed, p95 TTFAB 1*ms > SLO 1000 ms)*",
+        ]
     )
     [path] = artifacts.glob("qmax-kokoro-82m-response-stream-url-*.json")
     artifact = json.loads(path.read_text())
@@ -195,8 +240,8 @@ def test_min_qmax_gate_fails_naming_both_numbers(
     result.stdout.fnmatch_lines(["*SKIPPED*lower bound of the given ladder*extend --ladder*"])
 
 
-def test_default_ladder_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenario: Path) -> None:
-    """Every rung of the default ladder passing means Q_max was not found: the gate fails."""
+def test_the_search_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenario: Path) -> None:
+    """The search reaching --max-concurrency with every rung passing has not found Q_max."""
     with SerialStreamServer(service_s=0.05, first_audio_s=0.01, slots=64) as server:
         result = pytester.runpytest(
             *NO_CACHE,
@@ -204,10 +249,12 @@ def test_default_ladder_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenar
             "qmax",
             "--endpoint-url",
             server.base_url,
+            "--max-concurrency",
+            "6",
             "--hold-s",
-            "1",
+            "1.5",
             "--measure-s",
-            "0.8",
+            "1",
             "--gap-s",
             "0",
             "--artifacts-dir",
@@ -215,4 +262,50 @@ def test_default_ladder_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenar
             "-rs",
         )
     result.assert_outcomes(passed=1, failed=1, skipped=2)
-    result.stdout.fnmatch_lines(["*Q_max 60 is only a lower bound*extend --ladder beyond 60*"])
+    result.stdout.fnmatch_lines(
+        ["*Q_max 6 is only a lower bound*(the search went up to N=6); raise --max-concurrency*"]
+    )
+
+
+def test_search_measures_a_four_slot_server_exactly(
+    pytester: pytest.Pytester, qmax_scenario: Path
+) -> None:
+    """4 slots, 100 ms each, first audio at 50 ms, SLO 400 ms: Q_max = 4·floor(4.5) = 16.
+
+    The old verdicts measured 9 (source ladder) and 5 (every integer) on such a server, reading
+    its steady waves of TTFAB as "not settled". The search needs N=1, 4, 16 and 17.
+    """
+    artifacts = pytester.path / "out"
+    with SerialStreamServer(slots=4, service_s=0.1, first_audio_s=0.05) as server:
+        result = pytester.runpytest(
+            *NO_CACHE,
+            "-m",
+            "qmax",
+            "--endpoint-url",
+            server.base_url,
+            "--slo-ms",
+            "400",
+            "--hold-s",
+            "4",
+            "--measure-s",
+            "2.5",
+            "--gap-s",
+            "0",
+            "--artifacts-dir",
+            str(artifacts),
+        )
+    result.assert_outcomes(passed=2, skipped=2)  # skipped: the --min-qmax and --baseline gates
+    [path] = artifacts.glob("qmax-*.json")
+    artifact = json.loads(path.read_text())
+    assert (artifact["q_max"], artifact["q_max_bracketed"]) == (16, True)
+    by_n = {r["concurrency"]: r for r in artifact["rungs"]}
+    assert {16, 17} <= set(by_n)
+    assert len(by_n) <= 5
+    assert all(r["usable"] for r in by_n.values())
+    assert by_n[16]["meets_slo"]
+    assert by_n[17]["fail_reason"] == "slo"
+    assert by_n[17]["ttfab_p95_ci_ms"]["low"] > 400
+    # Enough requests were seen to judge: at 40 rps, about 100 in each 2.5 s window.
+    assert by_n[17]["completed"] >= 40
+    assert artifact["settings"]["ladder"] is None
+    result.stdout.fnmatch_lines(["*Q_max 16 (bracketed: N=17 failed*"])

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from pytest_tts_scaling.stats import (
+    autocorrelation_time,
     quantile_ci,
-    relative_drift,
     summarize,
     time_weighted_in_flight,
+    trend,
     underrun_s,
 )
 
@@ -75,9 +76,33 @@ def test_underrun_counts_only_stalls_after_playback_started() -> None:
     assert underrun_s(2.0, [(2.0, 0.5)]) == 0.0
 
 
-def test_relative_drift() -> None:
-    times = list(range(30))
-    assert relative_drift(times, [100.0] * 30) == 1.0
-    rising = [100.0 + 20 * t for t in times]
-    assert relative_drift(times, rising) > 3
-    assert relative_drift(times[:5], rising[:5]) == 1.0
+def test_trend_sees_a_rising_queue_and_not_a_steady_mix_of_waves() -> None:
+    times = list(range(60))
+    change, noise = trend(times, [100.0 + 20 * t for t in times])
+    assert change == pytest.approx(20 * 59 * 5 / 6, rel=0.05)
+    assert noise == pytest.approx(0.0, abs=1e-6)
+    # A 4-slot server's TTFAB: waves of 50 ms and 150 ms in a fixed pattern, no trend.
+    waves = [50.0 if t % 4 else 150.0 for t in times]
+    change, noise = trend(times, waves)
+    assert abs(change) < 30
+    assert trend(times[:10], waves[:10]) == (0.0, math.inf)
+
+
+def test_autocorrelation_time() -> None:
+    rng = np.random.default_rng(5)
+    assert autocorrelation_time(rng.normal(size=400)) == pytest.approx(1.0, abs=0.6)
+    # Each value repeated 8 times: about 8 samples per independent one.
+    assert autocorrelation_time(np.repeat(rng.normal(size=50), 8)) > 4
+    # A steady two-level sequence is not correlated in rank (ties share their rank).
+    assert autocorrelation_time([1.0, 2.0] * 50) == pytest.approx(1.0, abs=0.2)
+    assert autocorrelation_time([3.0] * 20) == 1.0
+
+
+def test_quantile_ci_is_open_above_when_the_maximum_cannot_bound_it() -> None:
+    small = quantile_ci([float(v) for v in range(20)])
+    assert small is not None
+    assert not small.bounded_above
+    assert small.high == 19.0
+    large = quantile_ci(np.random.default_rng(2).exponential(100, 2000))
+    assert large is not None
+    assert large.bounded_above

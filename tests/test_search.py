@@ -1,0 +1,183 @@
+"""The adaptive search against known curves, with a fake measurement: pure and instant.
+
+Each curve gives p95 TTFAB, throughput and mean latency at N for a server of known shape; the
+search must end on the exact Q_max, bracketed by N+1, in at most a third of the rungs of a
+fixed ladder of every integer up to Q_max + 1 (issue 12, item 8) wherever Q_max >= 10.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from pytest_tts_scaling.schema import Interval, Rung
+from pytest_tts_scaling.search import (
+    add_measurement,
+    next_step,
+    rungs_left,
+    worst_case_rungs,
+)
+from pytest_tts_scaling.stats import summarize
+from pytest_tts_scaling.verdicts import select_qmax
+
+Curve = Callable[[int], tuple[float, float, float]]  # N -> (p95 ms, throughput rps, latency ms)
+
+
+def serial(service_ms: float, first_ms: float) -> Curve:
+    return lambda n: (first_ms + (n - 1) * service_ms, 1000 / service_ms, n * service_ms)
+
+
+def slots(k: int, service_ms: float, first_ms: float) -> Curve:
+    def curve(n: int) -> tuple[float, float, float]:
+        rps = min(n, k) / service_ms * 1000
+        return first_ms + (math.ceil(n / k) - 1) * service_ms, rps, n / rps * 1000
+
+    return curve
+
+
+def batching(fixed_ms: float, per_request_ms: float) -> Curve:
+    """All N in one batch: TTFAB = fixed + per_request·N; throughput grows with N."""
+
+    def curve(n: int) -> tuple[float, float, float]:
+        latency = fixed_ms + per_request_ms * n
+        return latency, n / latency * 1000, latency
+
+    return curve
+
+
+def measured(n: int, curve: Curve, slo_ms: float) -> Rung:
+    p95, rps, latency = curve(n)
+    passes = p95 <= slo_ms
+    return Rung(
+        concurrency=n,
+        usable=True,
+        unusable_reason=None,
+        meets_slo=passes,
+        completed=100,
+        rejected=0,
+        measure_s=10,
+        throughput_rps=rps,
+        concurrency_mean=n,
+        ttfab_ms=summarize([p95]),
+        latency_ms=summarize([latency]),
+        ttfab_p95_ci_ms=Interval(low=p95 * 0.98, high=p95 * 1.02),
+        goodput_ttfab_p95_ms=p95,
+        fail_reason=None if passes else "slo",
+    )
+
+
+def search(measure: Callable[[int], Rung], slo_ms: float, top: int = 256) -> list[Rung]:
+    rungs: list[Rung] = []
+    while (step := next_step(rungs, slo_ms, ladder=None, max_concurrency=top)) is not None:
+        rungs = add_measurement(rungs, measure(step.concurrency))
+        assert len(rungs) <= worst_case_rungs(top)
+    return rungs
+
+
+def truth(curve: Curve, slo_ms: float) -> int:
+    return next(n for n in range(1, 10_000) if curve(n)[0] > slo_ms) - 1
+
+
+CASES = [
+    ("serial", serial(100, 50), [1000, 1500, 2345, 4000]),
+    ("4 slots", slots(4, 200, 50), [750, 1234, 2000, 3900]),
+    ("8 slots", slots(8, 100, 30), [500, 777, 1500]),
+    ("batching", batching(100, 40), [600, 1000, 3000]),
+    ("batching, cheap per request", batching(100, 5), [200, 450, 1000]),
+]
+
+
+@pytest.mark.parametrize(
+    ("curve", "slo_ms"),
+    [pytest.param(c, s, id=f"{name}-{s}") for name, c, slos in CASES for s in slos],
+)
+def test_search_is_exact_bracketed_and_a_third_of_the_integer_ladder(
+    curve: Curve, slo_ms: float
+) -> None:
+    rungs = search(lambda n: measured(n, curve, slo_ms), slo_ms)
+    q_max = truth(curve, slo_ms)
+    assert q_max >= 10
+    assert select_qmax(rungs, slo_ms) == (q_max, True)
+    assert {q_max, q_max + 1} <= {r.concurrency for r in rungs}
+    # Wall time at the same hold, gap 0: rungs measured against a ladder of 1..Q_max+1.
+    assert len(rungs) / (q_max + 1) <= 1 / 3
+    assert rungs_left(rungs, slo_ms, ladder=None) == 0
+
+
+def test_k_slot_server_of_the_issue_is_found_in_four_rungs() -> None:
+    """4 slots, S 100 ms, first audio 50 ms, SLO 400 ms: truth K·floor((SLO−first+S)/S) = 16.
+
+    The old ladder measured 9 (source-style) and 5 (every integer) here.
+    """
+    curve = slots(4, 100, 50)
+    rungs = search(lambda n: measured(n, curve, 400), 400)
+    assert select_qmax(rungs, 400) == (16, True)
+    assert [r.concurrency for r in rungs] == [1, 4, 16, 17]
+
+
+def test_a_single_noisy_failure_is_retested_and_does_not_cap() -> None:
+    curve = serial(100, 50)
+    noisy_once = {10}
+
+    def measure(n: int) -> Rung:
+        if n in noisy_once:  # a burst of slow requests, once
+            noisy_once.discard(n)
+            return measured(n, lambda _: (5000.0, 10.0, 1000.0), 1000)
+        return measured(n, curve, 1000)
+
+    rungs = search(measure, 1000)
+    assert select_qmax(rungs, 1000) == (10, True)
+    ten = next(r for r in rungs if r.concurrency == 10)
+    assert ten.remeasured == 1
+    assert ten.earlier == ["fail:slo"]
+
+
+def test_an_unusable_rung_is_measured_again_and_never_brackets() -> None:
+    curve = serial(100, 50)
+    unsettled_once = {11}
+
+    def measure(n: int) -> Rung:
+        rung = measured(n, curve, 1000)
+        if n in unsettled_once:
+            unsettled_once.discard(n)
+            return rung.model_copy(
+                update={"usable": False, "unusable_reason": "not_settled", "meets_slo": False}
+            )
+        return rung
+
+    rungs = search(measure, 1000)
+    assert select_qmax(rungs, 1000) == (10, True)
+    eleven = next(r for r in rungs if r.concurrency == 11)
+    assert eleven.usable
+    assert eleven.earlier == ["unusable:not_settled"]
+
+
+def test_nothing_passes_is_no_qmax_and_not_bracketed() -> None:
+    rungs = search(lambda n: measured(n, serial(100, 50), 10), 10)
+    assert [r.concurrency for r in rungs] == [1]
+    assert select_qmax(rungs, 10) == (None, False)
+
+
+def test_the_search_stops_at_its_top_with_a_lower_bound() -> None:
+    rungs = search(lambda n: measured(n, slots(64, 50, 10), 3000), 3000, top=8)
+    assert max(r.concurrency for r in rungs) == 8
+    assert select_qmax(rungs, 3000) == (8, False)
+
+
+def test_a_gate_limited_rung_caps_the_search_below_it() -> None:
+    curve = serial(100, 50)
+
+    def measure(n: int) -> Rung:
+        rung = measured(n, curve, 3000)
+        if n > 7:
+            return rung.model_copy(
+                update={"usable": False, "unusable_reason": "gate_limited", "meets_slo": False}
+            )
+        return rung
+
+    rungs = search(measure, 3000)
+    assert select_qmax(rungs, 3000) == (7, False)
+    # Predicted 30, gate-limited: bisect down to the gate, never measuring a blocked N twice.
+    assert [r.concurrency for r in rungs] == [1, 30, 15, 8, 4, 6, 7]
