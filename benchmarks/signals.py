@@ -169,23 +169,14 @@ def run_case(sig: signal.Signals, env: dict[str, str], server: EventStreamServer
 
 
 def main() -> int:
+    from aws_helpers import USER_AWS_VARIABLES, moto_environment
     from eventstream_server import event_stream_server
 
     moto, process = start_moto()
     empty = Path(tempfile.mkdtemp(prefix="aws-config-")) / "config"
     empty.write_text("")
-    aws = {
-        "AWS_ENDPOINT_URL": moto,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(empty),
-        "AWS_SHARED_CREDENTIALS_FILE": str(empty),
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-    os.environ.update(aws)
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+    os.environ.update(moto_environment(moto, str(empty)))
+    for name in USER_AWS_VARIABLES:
         os.environ.pop(name, None)
     try:
         with event_stream_server() as server:

@@ -23,6 +23,29 @@ DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 TT_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 
 
+# Variables of the user's own AWS setup that must not leak into a run against moto.
+USER_AWS_VARIABLES = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+)
+
+
+def moto_environment(moto_url: str, empty_config: str) -> dict[str, str]:
+    """boto3's standard chain pointed at moto, with fake credentials and no config file."""
+    return {
+        "AWS_ENDPOINT_URL": moto_url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": empty_config,
+        "AWS_SHARED_CREDENTIALS_FILE": empty_config,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
 def client(service: str) -> Any:
     """A boto3 client for the current AWS environment (moto), built once per endpoint URL."""
     return _client(service, os.environ.get("AWS_ENDPOINT_URL", ""))

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aws_helpers import FakeClock
+from aws_helpers import USER_AWS_VARIABLES, FakeClock, moto_environment
 
 from pytest_tts_scaling.aws.clients import AwsClients
 
@@ -76,19 +76,9 @@ def aws_env(
     """Point boto3's standard chain at moto; returns the full environment for subprocesses."""
     empty = tmp_path_factory.mktemp("aws-config") / "config"
     empty.write_text("")
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+    for name in USER_AWS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    values = {
-        "AWS_ENDPOINT_URL": moto_url,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(empty),
-        "AWS_SHARED_CREDENTIALS_FILE": str(empty),
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-    for name, value in values.items():
+    for name, value in moto_environment(moto_url, str(empty)).items():
         monkeypatch.setenv(name, value)
     return dict(os.environ)
 

@@ -95,7 +95,9 @@ def test_the_users_profile_retry_settings_win(
     aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     config = tmp_path / "config"
-    config.write_text("[profile bench]\nregion = us-east-1\nretry_mode = legacy\nmax_attempts = 2\n")
+    config.write_text(
+        "[profile bench]\nregion = us-east-1\nretry_mode = legacy\nmax_attempts = 2\n"
+    )
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
     monkeypatch.setenv("AWS_PROFILE", "bench")
     assert _retry_settings(AwsClients()) == ("legacy", 2)

@@ -17,6 +17,7 @@ from pathlib import Path
 import botocore.session
 from aws_helpers import deploy, make_plan, record_operations, unique
 from botocore import xform_name
+from factories import make_rung
 
 from pytest_tts_scaling.aws.clients import AwsClients
 
@@ -114,7 +115,6 @@ def test_what_a_run_calls_on_moto_is_in_the_policy(clients: AwsClients, tmp_path
     from pytest_tts_scaling.aws.drift import run_drift
     from pytest_tts_scaling.aws.freeze import freeze, thaw
     from pytest_tts_scaling.aws.validate import run_validate
-    from pytest_tts_scaling.schema import Rung, Summary
 
     d = deploy(unique(), instances=2)
     seen = record_operations(
@@ -125,24 +125,12 @@ def test_what_a_run_calls_on_moto_is_in_the_policy(clients: AwsClients, tmp_path
     thaw(clients, d.endpoint, artifacts_dir=tmp_path, log=lambda line: None)
     run_drift(clients, d.endpoint, artifacts_dir=tmp_path, plan=make_plan())
     run_validate(clients, d.endpoint, make_plan())
-    empty = Summary(
-        count=0, mean=None, min=None, max=None, std=None, p50=None, p90=None, p95=None, p99=None
-    )
     now = datetime.now(UTC)
-    rung = Rung(
-        concurrency=1,
-        usable=True,
-        unusable_reason=None,
-        meets_slo=True,
-        completed=1,
-        rejected=0,
-        measure_s=60.0,
-        throughput_rps=1.0,
-        concurrency_mean=1.0,
-        ttfab_ms=empty,
-        latency_ms=empty,
-        window_start=(now - timedelta(minutes=30)).isoformat(),
-        window_end=(now - timedelta(minutes=29)).isoformat(),
+    rung = make_rung(1).model_copy(
+        update={
+            "window_start": (now - timedelta(minutes=30)).isoformat(),
+            "window_end": (now - timedelta(minutes=29)).isoformat(),
+        }
     )
     annotate_rungs(
         clients.cloudwatch, [rung], endpoint=d.endpoint, variant="AllTraffic", clock=clients.clock
