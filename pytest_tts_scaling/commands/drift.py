@@ -20,8 +20,9 @@ def register(subparsers: Any) -> None:
         help="read-only preflight: scaling targets, policies, alarms and status of an endpoint",
         description="Compare what is deployed for a SageMaker endpoint with what it should be: "
         "orphaned or suspended scaling, capacity, inert policies, alarms without data, endpoint "
-        "status, and freeze snapshots left by interrupted runs. Changes nothing. Prints "
-        "preflight-ok when no finding is an error; exits 1 otherwise.",
+        "status, freeze snapshots and freeze locks (which run holds the endpoint and whether it "
+        "still runs). Changes nothing. Prints preflight-ok when no finding is an error; exits 1 "
+        "otherwise.",
     )
     add_option(parser, "--endpoint", help=ENDPOINT_HELP)
     add_option(

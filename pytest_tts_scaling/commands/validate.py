@@ -20,7 +20,9 @@ def register(subparsers: Any) -> None:
         description="Read the endpoint's scalable target, policies, alarms and model "
         "environment and compare each value with the plan: target value, scale-in threshold, "
         "both cooldowns, min/max capacity, QUEUE_MAX_DEPTH and the FirstChunkLatencyP95 alarm "
-        "threshold. Changes nothing. Exits 1 on any mismatch.",
+        "threshold; and the policy's shape: the tracked metric, DisableScaleIn, the scale-in "
+        "step and its alarm's metric, statistic, period, evaluation periods and comparison. "
+        "Changes nothing. Exits 1 on any mismatch.",
     )
     add_option(parser, "--endpoint", help=ENDPOINT_HELP)
     add_option(
