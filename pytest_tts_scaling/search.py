@@ -96,7 +96,8 @@ def next_step(
         if rung.remeasured + 1 >= MAX_MEASUREMENTS:
             continue
         stand = stands[rung.concurrency]
-        if stand == "unusable" and rung.unusable_reason in TRANSIENT_REASONS:
+        once_unusable = any(e.startswith("unusable") for e in rung.earlier)
+        if stand == "unusable" and rung.unusable_reason in TRANSIENT_REASONS and not once_unusable:
             return Step(rung.concurrency, "remeasure")
         if stand == "doubtful":
             return Step(rung.concurrency, "retest")

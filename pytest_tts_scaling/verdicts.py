@@ -90,12 +90,25 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
         return "nothing_completed"
     if rejected / len(window) > MAX_REJECTED_SHARE:
         return "gate_limited"
+    if too_many_errors(window):
+        # Decided: the rung fails for its errors. (After each error a worker pauses, so the
+        # in-flight count falls short of N; holding N would only add to them.)
+        return None
     if inputs.concurrency_mean < (1 - CLIENT_SHORTFALL) * inputs.concurrency:
         return "client_could_not_hold"
     change, noise = trend([r.start_ns for r in ok], [r.ttfab_ms or 0.0 for r in ok])
     if abs(change) > max(DRIFT_FLOOR_SHARE * slo_ms, TREND_SIGMAS * noise):
         return "not_settled"
     return None
+
+
+def without_audio(window: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """Requests that ended without audio: errors, timeouts, answers with none (not rejections)."""
+    return [r for r in window if not delivered(r) and r.status != "rejected"]
+
+
+def too_many_errors(window: Sequence[RequestRecord]) -> bool:
+    return len(without_audio(window)) > MAX_ERROR_SHARE * len(window)
 
 
 def goodput_ttfab_ms(window: Sequence[RequestRecord], slo_ms: float) -> list[float]:
@@ -112,13 +125,13 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
     """Summaries and the verdict of one rung, in the artifact's shape."""
     window = inputs.window
     ok = [r for r in window if delivered(r)]
-    no_audio = [r for r in window if not delivered(r) and r.status != "rejected"]
+    no_audio = without_audio(window)
     reason = unusable_reason(inputs, slo_ms) if window else "nothing_completed"
     goodput = goodput_ttfab_ms(window, slo_ms)
     goodput_p95 = summarize(goodput).p95
     fail_reason = None
     if reason is None:
-        if len(no_audio) > MAX_ERROR_SHARE * len(window):
+        if too_many_errors(window):
             fail_reason = "errors"
         elif goodput_p95 is not None and goodput_p95 > slo_ms:
             fail_reason = "slo"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling.calibration import SerialStreamServer
+from pytest_tts_scaling.calibration import Faults, SerialStreamServer, Slots
 
 NO_CACHE = ("-p", "no:cacheprovider")
 
@@ -309,3 +309,51 @@ def test_search_measures_a_four_slot_server_exactly(
     assert by_n[17]["completed"] >= 40
     assert artifact["settings"]["ladder"] is None
     result.stdout.fnmatch_lines(["*Q_max 16 (bracketed: N=17 failed*"])
+
+
+def test_errors_fail_the_rung_by_kind_and_no_rung_met_is_not_bracketed(
+    pytester: pytest.Pytester, qmax_scenario: Path
+) -> None:
+    """1 request in 10 gets headers, then the connection drops: the old verdict passed this.
+
+    Goodput counts those requests above the SLO and fails the rung with reason `errors`; the
+    words say no rung met the SLO, never "bracketed", and blame the errors, not the latency.
+    """
+    artifacts = pytester.path / "out"
+    serial = Slots(slots=1, service_s=0.05, first_audio_s=0.02)
+    with SerialStreamServer(discipline=serial, faults=Faults(error_every=10)) as server:
+        result = pytester.runpytest(
+            *NO_CACHE,
+            "-m",
+            "qmax",
+            "--endpoint-url",
+            server.base_url,
+            "--slo-ms",
+            "295",
+            "--hold-s",
+            "3",
+            "--measure-s",
+            "2",
+            "--gap-s",
+            "0",
+            "--artifacts-dir",
+            str(artifacts),
+            "-rs",
+        )
+    result.assert_outcomes(failed=1, skipped=3)  # skipped: bracket, --min-qmax, --baseline
+    result.stdout.fnmatch_lines(
+        [
+            "*qmax N=1 * FAIL (errors); * done, * without audio*",
+            "*no rung met the SLO: requests ended without audio (no_audio)*it is not slow*",
+            "*SKIPPED*no Q_max to bracket*",
+        ]
+    )
+    assert not [line for line in result.outlines if "qmax" in line and "(bracketed" in line]
+    [path] = artifacts.glob("qmax-*.json")
+    artifact = json.loads(path.read_text())
+    assert (artifact["q_max"], artifact["q_max_bracketed"]) == (None, False)
+    [rung] = artifact["rungs"]
+    assert rung["usable"]
+    assert rung["fail_reason"] == "errors"
+    assert rung["errors_by_kind"]["no_audio"] >= 2
+    assert rung["goodput_ttfab_p95_ms"] > 295
