@@ -2,8 +2,11 @@
 
 Order matters: the snapshot file is written (atomically) before anything changes, so a run killed
 at any point leaves either nothing changed or a snapshot that `tts-bench thaw` restores from.
-While frozen, SIGTERM raises :class:`Terminated` in the main thread, so the `finally` that
-restores runs as it does for Ctrl-C; during the restore both signals are held back.
+Then the run locks the endpoint (:mod:`pytest_tts_scaling.aws.lock`): a second run, from any
+machine or artifacts directory, is refused before it changes anything, and thaw finds what to
+restore from the lock alone. While frozen, SIGTERM and SIGHUP raise :class:`Terminated` in the
+main thread, so the `finally` that restores runs as it does for Ctrl-C; during the restore every
+stop signal is held back.
 
 With an inference component the component is frozen instead of the variant: its scalable target
 (`inference-component/NAME`) is suspended and its copies are pinned to one with
@@ -19,7 +22,7 @@ import shlex
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -638,16 +641,12 @@ def _claim(
     elif left is not None:
         values, whose = restore_values(left), f"the snapshot {path}"
     elif frozen:
-        values = replace_suspended(restore_values(snapshot), scaling.NONE_SUSPENDED)
+        values = replace(restore_values(snapshot), suspended=dict(scaling.NONE_SUSPENDED))
         whose = "nothing recorded, so the suspension is cleared"
     else:
         return snapshot
     log(f"--force: taking {endpoint} over; the restore puts back {values.tag()} ({whose})")
     return with_originals(snapshot, values)
-
-
-def replace_suspended(values: RestoreValues, suspended: dict[str, bool]) -> RestoreValues:
-    return RestoreValues(values.desired, values.min_capacity, values.max_capacity, suspended)
 
 
 def _take_lock(
