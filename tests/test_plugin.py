@@ -357,3 +357,17 @@ def test_errors_fail_the_rung_by_kind_and_no_rung_met_is_not_bracketed(
     assert rung["fail_reason"] == "errors"
     assert rung["errors_by_kind"]["no_audio"] >= 2
     assert rung["goodput_ttfab_p95_ms"] > 295
+
+
+def test_tts_bench_qmax_dry_run_takes_the_search_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_tts_scaling.cli import main
+
+    url = ("--endpoint-url", "http://127.0.0.1:9")
+    assert main(["qmax", "--dry-run", *url, "--max-concurrency", "32", "--hold-s", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "adaptive search up to N=32: hold 10 s" in out
+    assert "worst case" in out
+    assert main(["qmax", "--dry-run", *url, "--ladder", "1,2"]) == 0
+    assert "ladder 1,2:" in capsys.readouterr().out

@@ -20,6 +20,7 @@ FLAGS = (
     "--transport",
     "--slo-ms",
     "--ladder",
+    "--max-concurrency",
     "--hold-s",
     "--measure-s",
     "--gap-s",
