@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from client import SERVICE_S, serve  # benchmarks/client.py: the same server, the same shape
 
+from pytest_tts_scaling.stats import time_weighted_in_flight
+
 STREAM_DURATION_S = 10.0
 # Requests that started in the first seconds share the start with every other connection.
 SETTLE_S = 2.0
@@ -65,7 +67,7 @@ def with_server(slots: int, work: Any) -> tuple[Any, dict[str, int]]:
 def streams(n: int, processes: int, folder: Path) -> dict[str, float]:
     records = folder / f"streams-{n}-{processes}.jsonl"
     args = ["--users", str(n), "--duration", str(STREAM_DURATION_S), "--processes", str(processes)]
-    summary, sent = with_server(n, lambda port: run_load(port, args, records))
+    _, sent = with_server(n, lambda port: run_load(port, args, records))
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     first = min(r["epoch_start_ns"] for r in rows)
     window = [
@@ -77,12 +79,16 @@ def streams(n: int, processes: int, folder: Path) -> dict[str, float]:
     ]
     errors = np.array([(r["start_ns"] + r["ttfab_ms"] * 1e6 - sent[r["request_id"]]) / 1e6
                        for r in window])  # fmt: skip
+    # In flight over the same settled window: after the start's ramp, before the drain.
+    last = max(r["epoch_start_ns"] for r in rows)
+    intervals = [(r["epoch_start_ns"], r["epoch_start_ns"] + r["latency_ms"] * 1e6) for r in rows]
+    held, _ = time_weighted_in_flight(intervals, first + SETTLE_S * 1e9, last)
     return {
         "streams": n,
         "processes": processes,
         "requests": len(window),
         "failed": sum(1 for r in rows if r["status"] != "ok"),
-        "in_flight": summary["in_flight_mean"],
+        "in_flight": held,
         "p50": float(np.percentile(errors, 50)),
         "p99": float(np.percentile(errors, 99)),
         "max": float(errors.max()),

@@ -299,3 +299,18 @@ def test_master_waits_for_a_worker_started_on_its_own(
     assert rows
     assert {r["worker"] for r in rows} == set(range(4))
     assert all(r["status"] == "ok" for r in rows)
+
+
+def test_the_plugin_and_the_local_fleet_never_import_locust() -> None:
+    """Locust monkey-patches the standard library with gevent at import: only the load command
+    (in its own process) may import it, never the plugin, the CLI's parser or validate_live."""
+    code = (
+        "import sys, pytest_tts_scaling.plugin, pytest_tts_scaling.cli as cli\n"
+        "cli.build_parser()\n"
+        "import pytest_tts_scaling.fleet.rehearsal, pytest_tts_scaling.fleet.live\n"
+        "print(sorted(m for m in ('locust', 'gevent') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
