@@ -34,8 +34,6 @@ DRAIN_S = 30.0
 # The event-loop ticker's period and how often open requests are checked for a stall.
 TICK_S = 0.005
 STALL_SCAN_S = 0.1
-# Workers start spread over this much of the warm-up (at most half of it).
-RAMP_S = 1.0
 # The stall bound: no byte for this long is not a slow answer but no answer (SPEC §4 health).
 STALL_FLOOR_S = 5.0
 STALL_SLO_FACTOR = 2.0
@@ -156,9 +154,7 @@ class ClosedLoop:
 
     With `stall_s`, a request that hears nothing for that long is cut as `stalled`, and when no
     request has been answered for that long :attr:`stopped_answering` is set and :meth:`wait`
-    returns early. With `ramp_s`, worker i sends its first request i/N of `ramp_s` late, so the
-    client does not write N requests at once and N answers do not come back in one burst (which
-    would delay every timestamp taken during it).
+    returns early.
     """
 
     def __init__(
@@ -170,7 +166,6 @@ class ClosedLoop:
         label: int | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
         stall_s: float | None = None,
-        ramp_s: float = 0.0,
     ):
         self.transport = transport
         self.make_request = make_request
@@ -178,7 +173,6 @@ class ClosedLoop:
         self.label = concurrency if label is None else label
         self.on_record = on_record
         self.stall_s = stall_s
-        self.ramp_s = ramp_s
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         self.records: list[RequestRecord] = []
         self.session_errors: list[str] = []
@@ -273,8 +267,6 @@ class ClosedLoop:
     async def _worker(self, index: int) -> None:
         seq = 0
         connection_errors = self.transport.connection_errors
-        if self.ramp_s > 0 and index:
-            await asyncio.sleep(self.ramp_s * index / self.concurrency)
         while not self._stopping.is_set():
             opened = False
             try:
@@ -374,7 +366,6 @@ async def run_rung(
     When `should_extend` says the window's evidence is not conclusive, the hold goes on for one
     more `measure_s` and the window grows, at most `max_extensions` times. With `stall_s`, an
     endpoint that answers nothing for that long ends the rung early (see :class:`ClosedLoop`).
-    The workers start spread over the first `RAMP_S` of the warm-up (at most half of it).
     """
     with quiet_gc():
         loop = ClosedLoop(
@@ -383,7 +374,6 @@ async def run_rung(
             concurrency=concurrency,
             stall_s=stall_s,
             on_record=on_record,
-            ramp_s=min(RAMP_S, (hold_s - measure_s) / 2),
         )
         started = time.perf_counter_ns()
         window_start = started + int((hold_s - measure_s) * 1e9)
