@@ -3,7 +3,9 @@
 # (run from the repository root; wheels for the container's other dependencies in .whl/).
 #
 # - Q_max of one container on the GPU with the default Kokoro scenario (14-word utterances) and
-#   its throughput curve, written as a qmax artifact.
+#   its throughput curve, written as a qmax artifact;
+# - benchmarks/capacity.py on the GPU: Q_max, throughput and p95 underrun with the fifo scheduler,
+#   the deadline scheduler, and the deadline scheduler batching up to 8 segments per forward.
 #
 # The model is the untrained development Kokoro-82M (no Hugging Face access): its timings are
 # those of the real architecture. spaCy is not carried to that machine; misaki's English G2P,
@@ -24,3 +26,6 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" | tee -a "$out/gpu.txt"
 timeout 300 tts-bench qmax --scenario kokoro-82m --ladder 1,4,8,16,32,64 --hold-s 16 --measure-s 10 --gap-s 0 \
   --slo-ms 3000 --artifacts-dir "$out" 2>&1 | tee "$out/qmax.txt"
+timeout 420 python3 benchmarks/capacity.py --modes real-fifo,real-edf,real-edf-b8 \
+  --real-ladder 1,4,8,16,32,64 --hold-s 12 --measure-s 8 --mode-timeout-s 140 \
+  --out "$out/capacity" --json "$out/capacity.json" 2>&1 | tee "$out/capacity.txt"

@@ -69,7 +69,9 @@ class LadderResult:
             f"qmax: artifact {self.path}",
             f"qmax: per-request records {self.records_path}",
         ]
-        if a.endpoint == "local":
+        if a.deployed_config.container_env.get("ENGINE") == "synthetic":
+            lines.append("qmax: measured on the SYNTHETIC engine (a cost model; no model ran)")
+        elif a.endpoint == "local":
             lines.append("qmax: measured on the untrained development model (real architecture)")
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")

@@ -26,6 +26,20 @@ from pytest_tts_scaling.host import CoreSplit, usable_cores
 
 # Building the development model the first time takes a while on 2 cores; later starts reuse it.
 READY_TIMEOUT_S = 600.0
+# The container's settings that change what is measured (which engine, which scheduler): the
+# server inherits them from this environment, so the artifact's container_env records them.
+RECORDED_SETTINGS = (
+    "ENGINE",
+    "SCHEDULER",
+    "BATCH_MAX",
+    "BATCH_WAIT_MS",
+    "BATCH_WINDOW_MS",
+    "DEADLINE_MARGIN_MS",
+    "MAX_WAIT_MS",
+    "SYNTHETIC_BATCH_BASE_MS",
+    "SYNTHETIC_SEGMENT_MS",
+    "SYNTHETIC_SEGMENT_AUDIO_S",
+)
 STOP_TIMEOUT_S = 30.0
 
 
@@ -61,7 +75,8 @@ class LocalServer:
     ):
         self.log = log
         self.model_dir = model_dir
-        self.env = dict(env or {})
+        inherited = {k: os.environ[k] for k in RECORDED_SETTINGS if os.environ.get(k, "").strip()}
+        self.env = {**inherited, **(env or {})}
         self.ready_timeout_s = ready_timeout_s
         self.log_path = log_path
         self.port = free_port()

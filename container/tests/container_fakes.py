@@ -52,12 +52,14 @@ class FakeEngine:
         self.produced: dict[str, int] = {}
         self.closed: dict[str, threading.Event] = {}
         self.requests: list[SynthesisRequest] = []
+        self.batches: list[int] = []
 
     @property
     def voices(self) -> Sequence[str]:
         return self._voices
 
-    def synthesize_segments(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
+    def pieces(self, request: SynthesisRequest) -> Iterator[tuple[str, int]]:
+        """``segments`` pieces; ``closed`` is set when the scheduler is done with the request."""
         request_id = request.request_id
         self.requests.append(request)
         self.started.append(request_id)
@@ -65,16 +67,23 @@ class FakeEngine:
         closed = self.closed.setdefault(request_id, threading.Event())
         try:
             for index in range(self.segments):
-                if self.hold is not None and request_id != "warmup":
-                    assert self.hold.wait(WAIT_S), "the test never released the fake engine"
-                if self.delay_s:
-                    time.sleep(self.delay_s)
-                if index == self.fail_at and request_id != "warmup":
-                    raise RuntimeError("the fake engine failed on purpose")
-                self.produced[request_id] += 1
-                yield np.full(self.samples, SAMPLE_VALUE, dtype=np.float32)
+                yield (request_id, index)
         finally:
             closed.set()
+
+    def synthesize(self, batch: Sequence[tuple[str, int]]) -> list[np.ndarray]:
+        self.batches.append(len(batch))
+        out = []
+        for request_id, index in batch:
+            if self.hold is not None and request_id != "warmup":
+                assert self.hold.wait(WAIT_S), "the test never released the fake engine"
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            if index == self.fail_at and request_id != "warmup":
+                raise RuntimeError("the fake engine failed on purpose")
+            self.produced[request_id] += 1
+            out.append(np.full(self.samples, SAMPLE_VALUE, dtype=np.float32))
+        return out
 
     def wait_closed(self, request_id: str, timeout: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout

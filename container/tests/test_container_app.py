@@ -353,6 +353,12 @@ def test_emf_line_shape(make_app) -> None:
         "Latency": "Milliseconds",
         "AudioSeconds": "Seconds",
         "QueueWait": "Milliseconds",
+        "SegmentQueueWait": "Milliseconds",
+        "BatchSize": "Count",
+        "DeadlineMisses": "Count",
     }
+    assert line["BatchSize"] == [1]
+    assert len(line["SegmentQueueWait"]) == 1
+    assert line["DeadlineMisses"] == 0
     assert line["Model"] == "test-model"
     assert (line["request_id"], line["transport"], line["status"]) == ("emf-1", "http", "ok")

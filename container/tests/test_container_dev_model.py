@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from tts_container import dev_model
 from tts_container.dev_model import MANIFEST_NAME, dev_model_dir, ensure_dev_model
+from tts_container.engine import synthesize_all
 from tts_container.schema import SynthesisRequest
 from tts_container.settings import Settings
 
@@ -104,7 +105,7 @@ def test_each_phoneme_gets_a_few_frames_and_a_sentence_a_sane_length(engine) -> 
     assert max(frames) <= 6
     assert 2.5 <= sum(frames) / len(frames) <= 4.5
 
-    audio = list(engine.synthesize_segments(request))
+    audio = list(synthesize_all(engine, request))
     seconds = sum(chunk.shape[-1] for chunk in audio) / engine.sample_rate
     assert 0.5 <= seconds <= 15.0
     assert all(chunk.dtype.name == "float32" for chunk in audio)
@@ -115,7 +116,7 @@ def test_speed_shortens_the_audio(engine) -> None:
         request = SynthesisRequest(
             request_id="s", phonemes="hˈɛloʊ wˈɜːld.", voice="am_adam", speed=speed
         )
-        return sum(c.shape[-1] for c in engine.synthesize_segments(request)) / engine.sample_rate
+        return sum(c.shape[-1] for c in synthesize_all(engine, request)) / engine.sample_rate
 
     assert seconds(2.0) < seconds(1.0) < seconds(0.5)
 

@@ -35,11 +35,12 @@ from tts_container.concurrency import (
     SynthesisFailed,
     SynthesisJob,
 )
-from tts_container.engine import Engine, Samples
+from tts_container.engine import Engine, Samples, synthesize_all
 from tts_container.errors import ErrorResponse
 from tts_container.gate import AdmissionGate, InFlight
 from tts_container.markers import emit_marker
 from tts_container.metrics import MetricsLog, RequestMetrics
+from tts_container.scheduler import Policy
 from tts_container.schema import (
     RequestError,
     SynthesisRequest,
@@ -68,11 +69,20 @@ def kokoro_engine_factory(settings: Settings) -> Engine:
     return KokoroEngine.load(settings, on_framework_init=on_framework_init)
 
 
+def default_engine_factory(settings: Settings) -> EngineFactory:
+    """Kokoro, or the synthetic engine when ``ENGINE=synthetic``."""
+    if settings.engine == "synthetic":
+        from tts_container.synthetic import synthetic_engine_factory
+
+        return synthetic_engine_factory
+    return kokoro_engine_factory
+
+
 def warm_up(engine: Engine, settings: Settings) -> None:
     """One synthesis, on the thread that will serve requests (torch keeps per-thread state)."""
     voice = settings.default_voice if settings.default_voice in engine.voices else engine.voices[0]
     request = SynthesisRequest(request_id="warmup", text=WARMUP_TEXT, voice=voice)
-    for _ in engine.synthesize_segments(request):
+    for _ in synthesize_all(engine, request):
         pass
 
 
@@ -114,6 +124,7 @@ async def ping(request: Request) -> Response:
         "X-In-Flight": str(in_flight.depth),
         "X-In-Flight-Peak": str(in_flight.peak),
         "X-Max-Queue-Depth": str(in_flight.max_depth),
+        **{f"X-TTS-{name.title()}": value for name, value in state.settings.labels.items()},
     }
     if state.drain.draining:
         return JSONResponse({"status": "stopping"}, status_code=503, headers=headers)
@@ -282,7 +293,7 @@ async def invocations(request: Request) -> Response:
     unregister_cut = state.drain.register(job.cancel)
 
     def job_values() -> dict[str, Any]:
-        return {"queue_wait_s": job.times.queue_wait_s, "first_chunk_s": job.times.first_chunk_s}
+        return job.metric_values()
 
     def on_close(response: AudioStreamResponse) -> None:
         unregister_cut()
@@ -346,8 +357,8 @@ def create_app(
     state = AppState(
         settings=settings,
         in_flight=in_flight,
-        metrics=MetricsLog(settings.model_name) if metrics is None else metrics,
-        engine_factory=kokoro_engine_factory if engine_factory is None else engine_factory,
+        metrics=metrics or MetricsLog(settings.model_name, labels=settings.labels),
+        engine_factory=engine_factory or default_engine_factory(settings),
     )
 
     def on_reject(request_id: str, elapsed_s: float) -> None:
@@ -359,7 +370,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.executor = InferenceExecutor(settings.inference_workers)
+        policy = Policy.from_settings(settings)
+        state.executor = InferenceExecutor(settings.inference_workers, policy)
         state.loader = threading.Thread(
             target=load_engine, args=(state,), name="tts-loader", daemon=True
         )

@@ -26,7 +26,9 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
             "Streaming Kokoro-82M text-to-speech server: GET /ping, POST /invocations (chunked "
             "audio), WS /invocations-bidirectional-stream. Other settings come from the "
             "environment: QUEUE_MAX_DEPTH, MAX_TEXT_CHARS, INFERENCE_WORKERS, MODEL_NAME, DEVICE, "
-            "FIRST_SEGMENT_WORDS, DEFAULT_VOICE, TTS_CACHE_DIR."
+            "FIRST_SEGMENT_WORDS, DEFAULT_VOICE, TTS_CACHE_DIR, BATCH_MAX, BATCH_WAIT_MS, "
+            "BATCH_WINDOW_MS, DEADLINE_MARGIN_MS, MAX_WAIT_MS, SYNTHETIC_BATCH_BASE_MS, "
+            "SYNTHETIC_SEGMENT_MS, SYNTHETIC_SEGMENT_AUDIO_S."
         ),
     )
     parser.add_argument(
@@ -49,6 +51,24 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
+        "--scheduler",
+        choices=["fifo", "edf"],
+        default=None,
+        help=(
+            "fifo: each worker runs one whole request at a time, in arrival order; edf: segments "
+            "by playback deadline, batched up to BATCH_MAX (default: SCHEDULER, else fifo)"
+        ),
+    )
+    parser.add_argument(
+        "--engine",
+        choices=["real", "synthetic"],
+        default=None,
+        help=(
+            "real: Kokoro-82M; synthetic: no model, a cost model from the SYNTHETIC_* settings, "
+            "labelled synthetic everywhere (default: ENGINE, else real)"
+        ),
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -60,26 +80,30 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
 def run(argv: list[str] | None, prog: str, default_host: str) -> int:
     args = build_parser(prog, default_host).parse_args(argv)
     emit_marker("container_started")
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
     from tts_container.app import create_app
     from tts_container.server import drain_s_from_env, serve
     from tts_container.settings import Settings, SettingsError
 
+    given = {"model_dir": args.model_dir, "scheduler": args.scheduler, "engine": args.engine}
     try:
-        overrides = {} if args.model_dir is None else {"model_dir": args.model_dir}
-        settings = Settings.from_env(**overrides)
+        settings = Settings.from_env(**{k: v for k, v in given.items() if v is not None})
         drain_s = drain_s_from_env()
     except SettingsError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    # The engine on every log line, so logs of the synthetic engine are never taken for a model's.
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s [engine={settings.engine}] %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     log.info(
-        "settings: queue_max_depth=%s inference_workers=%s max_text_chars=%s device=%s "
-        "model_dir=%s",
+        "settings: engine=%s scheduler=%s batch_max=%s queue_max_depth=%s inference_workers=%s "
+        "max_text_chars=%s device=%s model_dir=%s",
+        settings.engine,
+        settings.scheduler,
+        settings.batch_max,
         settings.queue_max_depth or "unbounded",
         settings.inference_workers,
         settings.max_text_chars,

@@ -1,6 +1,9 @@
 """Synthesis engines: the `Engine` protocol and the Kokoro engine on torch.
 
-The server only needs `Engine`; tests give it a small fake with controllable delays.
+The server only needs `Engine`: the scheduler asks it for a request's segments one at a time
+(``pieces``: cheap preparation such as G2P) and runs a batch of segments, from any requests, as
+one forward (``synthesize``). Tests give it a small fake with controllable delays; the synthetic
+engine (`tts_container.synthetic`) replaces the model by a cost model.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -43,9 +47,19 @@ class Engine(Protocol):
     @property
     def sample_rate(self) -> int: ...
 
-    def synthesize_segments(self, request: SynthesisRequest) -> Iterator[Samples]:
-        """Audio per segment (mono float32 in [-1, 1] or int16), lazily: one segment per step."""
+    def pieces(self, request: SynthesisRequest) -> Iterator[Any]:
+        """The request's segments, prepared for ``synthesize``, lazily: one per step."""
         ...
+
+    def synthesize(self, batch: Sequence[Any]) -> list[Samples]:
+        """Audio (mono float32 in [-1, 1] or int16) for each piece, in one forward."""
+        ...
+
+
+def synthesize_all(engine: Engine, request: SynthesisRequest) -> Iterator[Samples]:
+    """One request's audio, segment by segment, one forward each (warm-up and tools)."""
+    for piece in engine.pieces(request):
+        yield from engine.synthesize([piece])
 
 
 UNTRAINED_BANNER = """
@@ -74,8 +88,21 @@ def pick_device(requested: str) -> str:
     return requested
 
 
+@dataclass(frozen=True)
+class KokoroPiece:
+    """One segment ready for the model: known phoneme symbols, voice and speed."""
+
+    phonemes: str
+    voice: str
+    speed: float
+
+
 class KokoroEngine:
-    """Kokoro-82M through the ``kokoro`` package's `KModel`, with G2P per segment."""
+    """Kokoro-82M through the ``kokoro`` package's `KModel`, with G2P per segment.
+
+    A batch of one runs kokoro's own path (`KPipeline.infer`); a larger one runs one padded,
+    masked forward (`tts_container.kokoro_batch`).
+    """
 
     sample_rate = KOKORO_SAMPLE_RATE
 
@@ -162,12 +189,28 @@ class KokoroEngine:
                 if piece.strip():
                     yield piece
 
-    def synthesize_segments(self, request: SynthesisRequest) -> Iterator[Samples]:
-        import torch
-        from kokoro import KPipeline
+    def pieces(self, request: SynthesisRequest) -> Iterator[KokoroPiece]:
+        for phonemes in self.phoneme_pieces(request):
+            yield KokoroPiece(phonemes, request.voice, request.speed)
 
-        pack = self._voice_packs[request.voice]
-        for piece in self.phoneme_pieces(request):
-            with torch.inference_mode():
-                output = KPipeline.infer(self._model, piece, pack, request.speed)
-            yield output.audio.detach().cpu().numpy().astype(np.float32, copy=False)
+    def synthesize(self, batch: Sequence[KokoroPiece]) -> list[Samples]:
+        import torch
+
+        with torch.inference_mode():
+            if len(batch) == 1:
+                from kokoro import KPipeline
+
+                piece = batch[0]
+                pack = self._voice_packs[piece.voice]
+                output = KPipeline.infer(self._model, piece.phonemes, pack, piece.speed)
+                audios = [output.audio]
+            else:
+                from tts_container.kokoro_batch import forward_batch
+
+                audios = forward_batch(
+                    self._model,
+                    [p.phonemes for p in batch],
+                    [self._voice_packs[p.voice] for p in batch],
+                    [p.speed for p in batch],
+                )
+        return [a.detach().cpu().numpy().astype(np.float32, copy=False) for a in audios]

@@ -6,11 +6,16 @@ One JSON line per request, namespace ``TTS/Container``, dimension set ``[["Model
   audio chunk ready; it feeds the FirstChunkLatencyP95 alarm;
 - ``Latency`` (Milliseconds): request received to last byte handed to the server;
 - ``AudioSeconds`` (Seconds): audio sent;
-- ``QueueWait`` (Milliseconds): waiting for an inference worker;
+- ``QueueWait`` (Milliseconds): waiting for an inference worker (until the first segment ran);
+- ``SegmentQueueWait`` (Milliseconds): per segment, from ready to run until it ran (EMF's list of
+  values, the first `MAX_VALUES`);
+- ``BatchSize`` (Count): per segment, how many segments its forward ran;
+- ``DeadlineMisses`` (Count): segments that came after the stream's player had run dry;
 
 with the properties ``request_id``, ``transport`` (http or websocket), ``status`` (ok, rejected,
-invalid, not_ready, failed, cancelled, disconnected) and ``error`` (the error code, when there is
-one). A metric without a value for the request (no audio came, say) is left out of the line.
+invalid, not_ready, failed, cancelled, disconnected), ``error`` (the error code, when there is
+one), and the server's labels ``engine`` (real or synthetic) and ``scheduler`` (fifo or edf).
+A metric without a value for the request (no audio came, say) is left out of the line.
 """
 
 from __future__ import annotations
@@ -29,7 +34,12 @@ METRIC_UNITS = {
     "Latency": "Milliseconds",
     "AudioSeconds": "Seconds",
     "QueueWait": "Milliseconds",
+    "SegmentQueueWait": "Milliseconds",
+    "BatchSize": "Count",
+    "DeadlineMisses": "Count",
 }
+# EMF takes at most 100 values for one metric in one line.
+MAX_VALUES = 100
 
 
 @dataclass
@@ -42,17 +52,27 @@ class RequestMetrics:
     queue_wait_s: float | None = None
     audio_s: float | None = None
     error: str | None = None
+    segment_waits_s: list[float] | None = None
+    batch_sizes: list[int] | None = None
+    deadline_misses: int | None = None
 
 
 def emf_record(
-    metrics: RequestMetrics, model: str, timestamp_ms: int | None = None
+    metrics: RequestMetrics,
+    model: str,
+    timestamp_ms: int | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The EMF object for one request."""
-    values = {
+    waits = metrics.segment_waits_s or []
+    values: dict[str, Any] = {
         "FirstChunkLatency": _ms(metrics.first_chunk_s),
         "Latency": _ms(metrics.latency_s),
         "AudioSeconds": None if metrics.audio_s is None else round(metrics.audio_s, 4),
         "QueueWait": _ms(metrics.queue_wait_s),
+        "SegmentQueueWait": [_ms(w) for w in waits[:MAX_VALUES]] or None,
+        "BatchSize": (metrics.batch_sizes or [])[:MAX_VALUES] or None,
+        "DeadlineMisses": metrics.deadline_misses,
     }
     present = {name: value for name, value in values.items() if value is not None}
     record: dict[str, Any] = {
@@ -74,6 +94,7 @@ def emf_record(
     }
     if metrics.error is not None:
         record["error"] = metrics.error
+    record.update(labels or {})
     return record
 
 
@@ -82,12 +103,16 @@ def _ms(seconds: float | None) -> float | None:
 
 
 class MetricsLog:
-    """Writes one EMF line per request."""
+    """Writes one EMF line per request, with the server's labels (engine, scheduler)."""
 
-    def __init__(self, model: str, stream: TextIO | None = None) -> None:
+    def __init__(
+        self, model: str, stream: TextIO | None = None, labels: dict[str, str] | None = None
+    ) -> None:
         self.model = model
         self.stream = stream
+        self.labels = dict(labels or {})
 
     def record(self, metrics: RequestMetrics) -> None:
-        line = json.dumps(emf_record(metrics, self.model), separators=(",", ":"))
+        record = emf_record(metrics, self.model, labels=self.labels)
+        line = json.dumps(record, separators=(",", ":"))
         write_line(line, self.stream)

@@ -5,6 +5,7 @@ Tests build ``Settings(...)`` directly; the server builds ``Settings.from_env()`
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -13,6 +14,8 @@ from typing import Any
 
 SAGEMAKER_MODEL_DIR = Path("/opt/ml/model")
 DEVICES = ("auto", "cpu", "cuda")
+SCHEDULERS = ("fifo", "edf")
+ENGINES = ("real", "synthetic")
 
 
 class SettingsError(ValueError):
@@ -46,6 +49,32 @@ class Settings:
     default_voice: str = "af_heart"
     # TTS_CACHE_DIR: where the development model is built once and reused.
     cache_dir: Path = field(default_factory=_default_cache_dir)
+    # SCHEDULER: fifo (each worker runs one whole request at a time, in arrival order) or edf
+    # (segments by playback deadline, batched).
+    scheduler: str = "fifo"
+    # ENGINE: real (Kokoro-82M) or synthetic (no model: a cost model that sleeps, see below).
+    engine: str = "real"
+    # BATCH_MAX: most segments one forward takes (edf); 1 = no batching (the CPU default).
+    batch_max: int = 1
+    # BATCH_WAIT_MS: how long a worker may hold a batch open for more segments (edf, batch > 1);
+    # never past the first segment's deadline.
+    batch_wait_ms: float = 0.0
+    # BATCH_WINDOW_MS: segments due within this long after the earliest one join its batch.
+    batch_window_ms: float = 1000.0
+    # DEADLINE_MARGIN_MS: a playing stream's next segment is due this long (plus the measured
+    # time of one forward) before its player would run dry: how long a new request's first
+    # segment may wait before playing streams go first. A little below the TTFAB objective (the
+    # default suits the 3000 ms default); smaller, and under load playing streams stall.
+    deadline_margin_ms: float = 2500.0
+    # MAX_WAIT_MS: starvation bound: a segment that has waited this long runs before any segment
+    # that became ready after it, whatever their deadlines.
+    max_wait_ms: float = 2000.0
+    # SYNTHETIC_BATCH_BASE_MS, SYNTHETIC_SEGMENT_MS: the synthetic engine's forward of B segments
+    # takes BASE + B x SEGMENT milliseconds; SYNTHETIC_SEGMENT_AUDIO_S: audio per segment.
+    # Defaults: 130 ms for 2 s of audio at batch 1, about 15x faster than real time, like a GPU.
+    synthetic_batch_base_ms: float = 60.0
+    synthetic_segment_ms: float = 70.0
+    synthetic_segment_audio_s: float = 2.0
 
     def __post_init__(self) -> None:
         if self.queue_max_depth < 0:
@@ -58,6 +87,21 @@ class Settings:
             raise SettingsError(f"first_segment_words must be >= 1, got {self.first_segment_words}")
         if self.device not in DEVICES:
             raise SettingsError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.scheduler not in SCHEDULERS:
+            raise SettingsError(
+                f"scheduler must be one of {', '.join(SCHEDULERS)}, got {self.scheduler!r}"
+            )
+        if self.engine not in ENGINES:
+            raise SettingsError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.batch_max < 1:
+            raise SettingsError(f"batch_max must be >= 1, got {self.batch_max}")
+        for name in _NON_NEGATIVE_FLOATS:
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.synthetic_segment_audio_s <= 0:
+            raise SettingsError(
+                f"synthetic_segment_audio_s must be > 0, got {self.synthetic_segment_audio_s}"
+            )
 
     @property
     def gate_enabled(self) -> bool:
@@ -73,6 +117,7 @@ class Settings:
             "max_text_chars": "MAX_TEXT_CHARS",
             "inference_workers": "INFERENCE_WORKERS",
             "first_segment_words": "FIRST_SEGMENT_WORDS",
+            "batch_max": "BATCH_MAX",
         }
         for name, variable in ints.items():
             raw = env.get(variable, "").strip()
@@ -82,10 +127,16 @@ class Settings:
             ("model_name", "MODEL_NAME"),
             ("device", "DEVICE"),
             ("default_voice", "DEFAULT_VOICE"),
+            ("scheduler", "SCHEDULER"),
+            ("engine", "ENGINE"),
         ):
             raw = env.get(variable, "").strip()
             if raw:
                 values[name] = raw
+        for name, variable in _FLOAT_VARIABLES.items():
+            raw = env.get(variable, "").strip()
+            if raw:
+                values[name] = _parse_float(variable, raw)
         for name, variable in (("model_dir", "MODEL_DIR"), ("cache_dir", "TTS_CACHE_DIR")):
             raw = env.get(variable, "").strip()
             if raw:
@@ -99,6 +150,25 @@ class Settings:
     def with_overrides(self, **overrides: Any) -> Settings:
         return replace(self, **overrides)
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """Which engine and scheduler: on every log line, metrics line and ``/ping``."""
+        return {"engine": self.engine, "scheduler": self.scheduler}
+
+
+_FLOAT_VARIABLES = {
+    "batch_wait_ms": "BATCH_WAIT_MS",
+    "batch_window_ms": "BATCH_WINDOW_MS",
+    "deadline_margin_ms": "DEADLINE_MARGIN_MS",
+    "max_wait_ms": "MAX_WAIT_MS",
+    "synthetic_batch_base_ms": "SYNTHETIC_BATCH_BASE_MS",
+    "synthetic_segment_ms": "SYNTHETIC_SEGMENT_MS",
+    "synthetic_segment_audio_s": "SYNTHETIC_SEGMENT_AUDIO_S",
+}
+_NON_NEGATIVE_FLOATS = tuple(
+    name for name in _FLOAT_VARIABLES if name != "synthetic_segment_audio_s"
+)
+
 
 def _parse_int(variable: str, raw: str) -> int:
     try:
@@ -107,4 +177,14 @@ def _parse_int(variable: str, raw: str) -> int:
         raise SettingsError(f"{variable} must be an integer, got {raw!r}") from None
     if value < 0:
         raise SettingsError(f"{variable} must be >= 0, got {value}")
+    return value
+
+
+def _parse_float(variable: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{variable} must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise SettingsError(f"{variable} must be a finite number >= 0, got {raw!r}")
     return value

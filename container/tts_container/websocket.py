@@ -194,8 +194,7 @@ class _Session:
             values: dict[str, Any] = {"audio_s": audio_seconds(pcm_bytes, engine.sample_rate)}
             if job is not None:
                 job.cancel()
-                values["queue_wait_s"] = job.times.queue_wait_s
-                values["first_chunk_s"] = job.times.first_chunk_s
+                values.update(job.metric_values())
             self.job = None
             self._record(request_id, status, received, error=error, **values)
 

@@ -1,0 +1,233 @@
+"""Capacity of one local container per scheduler mode: Q_max, throughput at Q_max, p95 underrun.
+
+Each mode is one ``tts-bench qmax`` on the local default endpoint (the plugin starts ``tts-serve``
+with the mode's settings in its environment, so each artifact's ``container_env`` records the
+engine and scheduler), same machine, same workload (``--scenario kokoro-82m``), same ladder. Modes:
+
+- ``synthetic-fifo``, ``synthetic-edf``, ``synthetic-edf-b8``: the synthetic engine (a GPU-like
+  cost model, `tts_container.synthetic`) with today's scheduler, with the deadline scheduler,
+  and with the deadline scheduler batching up to 8 segments (``synthetic-edf-m250``, not run by
+  default: the deadline scheduler with a 250 ms margin, sooner first audio but stalls under load);
+- ``real-fifo``, ``real-edf``: the untrained Kokoro-82M (real architecture) on this machine's
+  device (batch 1); ``real-edf-b8`` batches up to 8 segments (for a GPU; not run by default).
+
+Q_max is read at each ``--report-slo-ms`` from the same rungs: the highest usable rung whose p95
+TTFAB is within it, below the lowest usable rung that is not (the ladder runs at the largest).
+
+Run: ``python benchmarks/capacity.py [--modes synthetic-fifo,synthetic-edf] [--out DIR]``.
+Every run is bounded: each mode by ``--mode-timeout-s``, the whole run by ``--budget-s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MODES: dict[str, dict[str, str]] = {
+    "synthetic-fifo": {"ENGINE": "synthetic", "SCHEDULER": "fifo"},
+    "synthetic-edf": {"ENGINE": "synthetic", "SCHEDULER": "edf", "BATCH_MAX": "1"},
+    "synthetic-edf-b8": {"ENGINE": "synthetic", "SCHEDULER": "edf", "BATCH_MAX": "8"},
+    "synthetic-edf-m250": {
+        "ENGINE": "synthetic",
+        "SCHEDULER": "edf",
+        "BATCH_MAX": "1",
+        "DEADLINE_MARGIN_MS": "250",
+    },
+    "real-fifo": {"ENGINE": "real", "SCHEDULER": "fifo"},
+    "real-edf": {"ENGINE": "real", "SCHEDULER": "edf", "BATCH_MAX": "1"},
+    "real-edf-b8": {"ENGINE": "real", "SCHEDULER": "edf", "BATCH_MAX": "8"},
+}
+LADDERS = {
+    "synthetic": "1,2,3,4,6,8,10,12,16,20,24,32,40,48",
+    "real": "1,2,3,4,5,6,8",
+}
+# Batching the real model is for the GPU (benchmarks/gpu.sh): on CPU a batch is no faster than
+# its parts. The small margin shows the other side of the trade: sooner first audio, stalls.
+DEFAULT_MODES = ",".join(m for m in MODES if m not in ("real-edf-b8", "synthetic-edf-m250"))
+
+
+@dataclass(frozen=True)
+class Figures:
+    mode: str
+    slo_ms: float
+    q_max: int | None
+    bracketed: bool
+    throughput_rps: float | None
+    ttfab_p95_ms: float | None
+    underrun_p95_ms: float | None
+
+
+def qmax_at(rungs: list[dict[str, Any]], slo_ms: float) -> tuple[dict[str, Any] | None, bool]:
+    """The Q_max rung at ``slo_ms`` and whether a usable rung above it failed."""
+    usable = sorted((r for r in rungs if r["usable"]), key=lambda r: r["concurrency"])
+    failing = [r for r in usable if (r["ttfab_ms"].get("p95") or float("inf")) > slo_ms]
+    ceiling = failing[0]["concurrency"] if failing else None
+    passing = [r for r in usable if ceiling is None or r["concurrency"] < ceiling]
+    return (passing[-1] if passing else None), ceiling is not None
+
+
+def figures(mode: str, artifact: dict[str, Any], slo_ms: float) -> Figures:
+    rung, bracketed = qmax_at(artifact["rungs"], slo_ms)
+    underrun = (rung or {}).get("underrun_ms") or {}
+    return Figures(
+        mode=mode,
+        slo_ms=slo_ms,
+        q_max=None if rung is None else rung["concurrency"],
+        bracketed=bracketed and rung is not None,
+        throughput_rps=None if rung is None else rung["throughput_rps"],
+        ttfab_p95_ms=None if rung is None else rung["ttfab_ms"].get("p95"),
+        underrun_p95_ms=underrun.get("p95"),
+    )
+
+
+def tts_bench() -> list[str]:
+    """``tts-bench`` beside this interpreter (a venv), else on PATH."""
+    beside = Path(sys.executable).with_name("tts-bench")
+    found = str(beside) if beside.is_file() else shutil.which("tts-bench")
+    if found is None:
+        raise SystemExit("capacity.py: tts-bench not found; pip install -e . first")
+    return [found]
+
+
+def run_mode(mode: str, args: argparse.Namespace, deadline: float) -> dict[str, Any] | None:
+    """One ``tts-bench qmax`` on the local endpoint in ``mode``; its artifact, or None."""
+    out = args.out / mode
+    out.mkdir(parents=True, exist_ok=True)
+    engine = MODES[mode]["ENGINE"]
+    command = [
+        *tts_bench(),
+        "qmax",
+        "--scenario",
+        "kokoro-82m",
+        "--ladder",
+        args.synthetic_ladder if engine == "synthetic" else args.real_ladder,
+        "--slo-ms",
+        f"{max(args.report_slo_ms):g}",
+        "--hold-s",
+        f"{args.hold_s:g}",
+        "--measure-s",
+        f"{args.measure_s:g}",
+        "--gap-s",
+        "1",
+        "--artifacts-dir",
+        str(out),
+    ]
+    env = {**os.environ, **MODES[mode], "PYTHONUNBUFFERED": "1"}
+    timeout = max(1.0, min(args.mode_timeout_s, deadline - time.monotonic()))
+    print(f"== {mode}: {' '.join(f'{k}={v}' for k, v in MODES[mode].items())}", flush=True)
+    with open(out / "tts-bench.log", "w") as log:
+        try:
+            subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"   {mode}: stopped after {timeout:.0f} s; reading what it measured", flush=True)
+    found = sorted(out.glob("qmax-*.json"))
+    if not found:
+        print(f"   {mode}: no artifact; see {out / 'tts-bench.log'}", flush=True)
+        return None
+    artifact: dict[str, Any] = json.loads(found[0].read_text())
+    for rung in artifact["rungs"]:
+        p95 = rung["ttfab_ms"].get("p95")
+        underrun = (rung.get("underrun_ms") or {}).get("p95")
+        print(
+            f"   N={rung['concurrency']:<3} usable={rung['usable']!s:<5} "
+            f"p95 TTFAB {_num(p95, '.0f')} ms, {rung['throughput_rps']:.2f} rps, "
+            f"p95 underrun {_num(underrun, '.0f')} ms",
+            flush=True,
+        )
+    return artifact
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def table(rows: list[Figures]) -> list[str]:
+    lines = [
+        f"{'mode':<18} {'SLO ms':>7} {'Q_max':>9} {'rps@Q_max':>10} {'p95 TTFAB ms':>13} "
+        f"{'p95 underrun ms':>16}"
+    ]
+    for f in rows:
+        q = "none" if f.q_max is None else f"{f.q_max}{'' if f.bracketed else '+'}"
+        lines.append(
+            f"{f.mode:<18} {f.slo_ms:>7g} {q:>9} {_num(f.throughput_rps, '.2f'):>10} "
+            f"{_num(f.ttfab_p95_ms, '.0f'):>13} {_num(f.underrun_p95_ms, '.1f'):>16}"
+        )
+    lines.append("Q_max N+ = lower bound (no usable rung above it failed)")
+    return lines
+
+
+def ratios(rows: list[Figures]) -> list[str]:
+    """edf against fifo per engine and SLO."""
+    by = {(f.mode, f.slo_ms): f for f in rows}
+    lines = []
+    for engine in ("synthetic", "real"):
+        for (mode, slo), f in sorted(by.items()):
+            base = by.get((f"{engine}-fifo", slo))
+            if not mode.startswith(f"{engine}-edf") or base is None:
+                continue
+            if f.q_max and base.q_max:
+                lines.append(
+                    f"{mode} / {engine}-fifo at {slo:g} ms: Q_max x{f.q_max / base.q_max:.2f}, "
+                    f"p95 underrun {_num(f.underrun_p95_ms, '.1f')} vs "
+                    f"{_num(base.underrun_p95_ms, '.1f')} ms"
+                )
+    return lines
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", default=DEFAULT_MODES, help=f"default: {DEFAULT_MODES}")
+    parser.add_argument(
+        "--report-slo-ms",
+        type=lambda s: [float(v) for v in s.split(",")],
+        default=[1000.0, 3000.0],
+        help="Q_max at each of these p95 TTFAB objectives (default: 1000,3000)",
+    )
+    parser.add_argument("--synthetic-ladder", default=LADDERS["synthetic"])
+    parser.add_argument("--real-ladder", default=LADDERS["real"])
+    parser.add_argument("--hold-s", type=float, default=20.0, help="default: 20")
+    parser.add_argument("--measure-s", type=float, default=14.0, help="default: 14")
+    parser.add_argument("--mode-timeout-s", type=float, default=900.0, help="default: 900")
+    parser.add_argument("--budget-s", type=float, default=3600.0, help="default: 3600")
+    parser.add_argument("--out", type=Path, default=Path("reports/capacity"))
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        expected = ", ".join(MODES)
+        parser.error(f"--modes: unknown {', '.join(unknown)}; expected some of {expected}")
+
+    deadline = time.monotonic() + args.budget_s
+    print(f"load average before: {load_average()}; {os.cpu_count()} CPUs", flush=True)
+    rows: list[Figures] = []
+    for mode in modes:
+        if time.monotonic() > deadline:
+            print(f"out of time before {mode}", flush=True)
+            break
+        artifact = run_mode(mode, args, deadline)
+        if artifact is not None:
+            rows += [figures(mode, artifact, slo) for slo in sorted(args.report_slo_ms)]
+    print(f"load average after: {load_average()}", flush=True)
+    lines = table(rows) + ratios(rows)
+    print("\n".join(lines))
+    if args.json:
+        args.json.write_text(json.dumps([f.__dict__ for f in rows], indent=2))
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
