@@ -35,6 +35,11 @@ UNTRAINED_NOTE = (
     "architecture. Its audio is noise; its timings are those of the real network."
 )
 DEV_MODEL_LABEL = "untrained development model of the real architecture"
+SYNTHETIC_NOTE = (
+    "Measured on the SYNTHETIC engine (ENGINE=synthetic): no model ran; each forward slept as "
+    "the container's cost model says. The figures are the scheduler's, not a model's."
+)
+SYNTHETIC_LABEL = "SYNTHETIC engine: no model ran"
 
 Artifact = QmaxArtifact | TtotalArtifact | PlanArtifact
 
@@ -86,14 +91,22 @@ class ReportExtras:
         self.shown.append(Shown(artifact, Path(path), outcome))
 
 
+def made_by_synthetic_engine(artifact: Artifact) -> bool:
+    """The container ran its synthetic engine (a cost model): its config says ENGINE=synthetic."""
+    deployed = getattr(artifact, "deployed_config", None)
+    return deployed is not None and deployed.container_env.get("ENGINE") == "synthetic"
+
+
 def made_by_dev_model(artifact: Artifact) -> bool:
     """A local endpoint serves the untrained development model; its slug says local."""
-    return artifact.slug.startswith("local-")
+    return artifact.slug.startswith("local-") and not made_by_synthetic_engine(artifact)
 
 
 def rung_table_html(artifact: QmaxArtifact) -> str:
     """Every rung and every per-request metric: the long tables below the answer."""
     note = UNTRAINED_NOTE if made_by_dev_model(artifact) else None
+    if made_by_synthetic_engine(artifact):
+        note = SYNTHETIC_NOTE
     return render("rungs.html.j2", artifact=artifact, note=note)
 
 
@@ -141,6 +154,8 @@ def set_title(ax: Any, text: str, artifact: Artifact) -> None:
     """The plot's title; a plot of the development model says so (every plot it made)."""
     if made_by_dev_model(artifact):
         text += f"\n({DEV_MODEL_LABEL})"
+    if made_by_synthetic_engine(artifact):
+        text += f"\n({SYNTHETIC_LABEL})"
     ax.set_title(text, fontsize="medium")
 
 
