@@ -725,7 +725,7 @@ def _verify_frozen(clients: AwsClients, snapshot: FreezeSnapshot) -> None:
 def _why(failure: BaseException | None) -> str:
     """What ended the frozen stretch, in words."""
     if failure is None:
-        return "the run is over"
+        return "the measurement has ended"
     if isinstance(failure, Terminated):
         return str(failure)
     if isinstance(failure, KeyboardInterrupt):
