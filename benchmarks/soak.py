@@ -280,15 +280,28 @@ def start_server(args: argparse.Namespace, port: int, logs: Path) -> subprocess.
         return subprocess.Popen(command, stdout=out, stderr=err, env=env)
 
 
-def server_reject_ms(stdout_log: Path) -> dict[str, list[float]]:
-    """The server's own time to answer queue_saturated, per transport, from its EMF lines."""
-    times: dict[str, list[float]] = collections.defaultdict(list)
-    for line in stdout_log.read_text(errors="replace").splitlines():
-        if line.startswith('{"_aws"'):
-            record = json.loads(line)
-            if record.get("error") == "queue_saturated":
-                times[record["transport"]].append(record["Latency"])
-    return times
+def server_records(stdout_log: Path) -> list[dict[str, Any]]:
+    """The server's own per-request metrics lines (EMF)."""
+    lines = stdout_log.read_text(errors="replace").splitlines()
+    return [json.loads(line) for line in lines if line.startswith('{"_aws"')]
+
+
+def print_server_view(records: list[dict[str, Any]]) -> None:
+    """Outcomes by transport as the server counted them, and its own time to queue_saturated."""
+    outcomes = collections.Counter((r["transport"], r["status"]) for r in records)
+    for transport in sorted({t for t, _ in outcomes}):
+        counts = ", ".join(f"{s} {c}" for (t, s), c in sorted(outcomes.items()) if t == transport)
+        print(f"server's own outcomes ({transport}): {counts}")
+        times = [
+            r["Latency"]
+            for r in records
+            if r["transport"] == transport and r.get("error") == "queue_saturated"
+        ]
+        if times:
+            print(
+                f"server's own time to queue_saturated ({transport}): n={len(times)} "
+                f"p50 {np.median(times):.2f} ms, p99 {np.percentile(times, 99):.2f} ms"
+            )
 
 
 def p99_ms(values: list[float]) -> float:
@@ -337,6 +350,7 @@ def main() -> int:
                 f"p99 {p99_ms(phase.reject_s):.1f} ms"
             )
             print(f"  non-503 errors: {len(phase.non_503_errors)} {phase.non_503_errors[:5]}")
+            print(f"  server RSS after the phase: {rss_mib(process.pid):.0f} MiB")
             if phase.non_503_errors:
                 failures.append(f"{name}: {len(phase.non_503_errors)} non-503 errors")
         stop.set()
@@ -357,11 +371,7 @@ def main() -> int:
             f"p50 {1000 * float(np.median(latencies)):.1f} ms, p99 {ping_p99:.1f} ms, "
             f"max {1000 * max(latencies):.1f} ms"
         )
-        for transport, times in sorted(server_reject_ms(logs / "stdout.log").items()):
-            print(
-                f"server's own time to queue_saturated ({transport}): n={len(times)} "
-                f"p50 {np.median(times):.2f} ms, p99 {np.percentile(times, 99):.2f} ms"
-            )
+        print_server_view(server_records(logs / "stdout.log"))
         print(f"in flight: server's peak {peak} (bound {bound}); most seen by /ping {polled_max}")
         print(f"in flight after the load: {in_flight_after}")
         print(f"server RSS: before {rss_before:.0f} MiB, after {rss_after:.0f} MiB")
