@@ -18,7 +18,7 @@ from pytest_tts_scaling.calibration.disciplines import (
 )
 from pytest_tts_scaling.calibration.server import SerialStreamServer
 from pytest_tts_scaling.calibration.truth import Truth, truth_for
-from pytest_tts_scaling.schema import QmaxArtifact
+from pytest_tts_scaling.schema import QmaxArtifact, Rung
 
 # The base of the fault cases: serial, 50 ms a request, first audio at 20 ms; Q_max 6 at 295 ms.
 FAST_SERIAL = Slots(slots=1, service_s=0.05, first_audio_s=0.02)
@@ -82,7 +82,7 @@ class Outcome:
 
     def text(self) -> str:
         if self.error is not None:
-            return f"error: {self.error}"
+            return "error"
         if self.q_max is None:
             reasons = sorted({r or "slo" for r in self.rung_reasons})
             return f"none ({'/'.join(reasons)})"
@@ -100,7 +100,6 @@ class Outcome:
         return self.bracketed == truth.bracketed
 
 
-def rung_reason(rung: object) -> str | None:
-    """Why a rung did not pass: its failure reason where the artifact names one, else unusable."""
-    failure = getattr(rung, "failure_reason", None) or getattr(rung, "fail_reason", None)
-    return failure or getattr(rung, "unusable_reason", None)
+def rung_reason(rung: Rung) -> str | None:
+    """Why a rung did not pass: `slo` or `errors` when usable, else why it is unusable."""
+    return rung.fail_reason or rung.unusable_reason

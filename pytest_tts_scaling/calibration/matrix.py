@@ -1,0 +1,76 @@
+"""Measure a calibration case for real: its reference server, `run_ladder`, a URL endpoint.
+
+Shared by `benchmarks/truth.py` and the matrix tests, so both judge the same thing: the answer
+qmax gives, as a user would get it, against the case's truth.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_tts_scaling.artifacts import load
+from pytest_tts_scaling.calibration.cases import Case, Outcome
+from pytest_tts_scaling.calibration.truth import truth_for
+from pytest_tts_scaling.endpoint import UrlEndpoint
+from pytest_tts_scaling.errors import ToolError
+from pytest_tts_scaling.ladder import run_ladder
+from pytest_tts_scaling.options import ResolvedOptions, RunOptions
+from pytest_tts_scaling.schema import QmaxArtifact
+
+# The share of each rung's hold that is measured; the rest is warm-up.
+MEASURED_SHARE = 2 / 3
+
+
+@dataclass(frozen=True)
+class Measurement:
+    outcome: Outcome
+    wall_s: float
+    rungs: int
+
+
+def integer_ladder(case: Case) -> tuple[int, ...]:
+    """Every integer from 1 to the server's capacity Q_max + 1 (the exhaustive ladder)."""
+    q_max = truth_for(case.discipline, case.slo_ms).q_max or 0
+    return tuple(range(1, q_max + 2))
+
+
+def measure(
+    case: Case,
+    *,
+    ladder: tuple[int, ...] | None,
+    hold_s: float,
+    artifacts_dir: Path,
+    progress: Callable[[str], None] = lambda line: None,
+) -> Measurement:
+    """One qmax run against a fresh server of the case; `ladder` None is the adaptive search.
+
+    A run the tool ends with its own one-line error (an endpoint that stopped answering, say)
+    is an outcome; any other exception is a bug and propagates.
+    """
+    with case.server() as server:
+        settings = RunOptions(
+            endpoint_url=server.base_url,
+            slo_ms=case.slo_ms,
+            ladder=ladder,
+            hold_s=hold_s,
+            measure_s=hold_s * MEASURED_SHARE,
+            gap_s=0.0,
+            artifacts_dir=artifacts_dir,
+        ).for_kind()
+        started = time.monotonic()
+        try:
+            result = run_ladder(UrlEndpoint(server.base_url), settings, progress=progress)
+        except ToolError as exc:
+            outcome = Outcome(q_max=None, bracketed=False, error=str(exc))
+            return Measurement(outcome, time.monotonic() - started, rungs=_rungs_kept(settings))
+        wall_s = time.monotonic() - started
+    return Measurement(Outcome.of(result.artifact), wall_s, rungs=len(result.artifact.rungs))
+
+
+def _rungs_kept(settings: ResolvedOptions) -> int:
+    """Rungs in the artifact a stopped run left behind (none when it stopped before rung 1)."""
+    kept = sorted(settings.run.artifacts_dir.glob("qmax-*.json"))
+    return len(load(kept[0], QmaxArtifact).rungs) if kept else 0

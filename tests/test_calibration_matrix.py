@@ -1,0 +1,35 @@
+"""The fast cases of the calibration matrix, measured end to end: qmax must give the truth.
+
+Each runs the real measurement (`run_ladder`, URL endpoint, HTTP over 127.0.0.1) against a fresh
+reference server; `benchmarks/truth.py` runs the whole matrix with wall times.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_tts_scaling.calibration.cases import BY_NAME
+from pytest_tts_scaling.calibration.matrix import integer_ladder, measure
+
+HOLD_S = 2.0
+
+
+@pytest.mark.parametrize("name", ["serial-fast", "2-slot-fast", "gated", "erroring"])
+def test_the_adaptive_search_gives_the_truth(name: str, tmp_path: Path) -> None:
+    case = BY_NAME[name]
+    lines: list[str] = []
+    run = measure(case, ladder=None, hold_s=HOLD_S, artifacts_dir=tmp_path, progress=lines.append)
+    assert run.outcome.matches(case.truth()), (run.outcome, case.truth(), lines)
+
+
+def test_every_integer_rung_of_a_multi_slot_server_gives_the_truth(tmp_path: Path) -> None:
+    """Two slots: TTFAB comes in steady waves of the service time, which must read as settled."""
+    case = BY_NAME["2-slot-fast"]
+    ladder = integer_ladder(case)
+    assert ladder == (1, 2, 3, 4, 5, 6, 7)
+    lines: list[str] = []
+    run = measure(case, ladder=ladder, hold_s=HOLD_S, artifacts_dir=tmp_path, progress=lines.append)
+    assert run.outcome.matches(case.truth()), (run.outcome, case.truth(), lines)
+    assert run.rungs == len(ladder)
