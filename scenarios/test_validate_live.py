@@ -17,18 +17,23 @@ every scale-in waits out its cooldowns.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_tts_scaling.fleet import live
-from pytest_tts_scaling.fleet.rehearsal import LiveRun, rehearsal_plan, replay
 from pytest_tts_scaling.options import RunOptions
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.fleet.rehearsal import LiveRun
 
 pytestmark = pytest.mark.validate_live
 
 
 @pytest.fixture(scope="module")
 def live_run(tts_options: RunOptions, tts_progress: Callable[[str], None]) -> LiveRun:
+    from pytest_tts_scaling.fleet.rehearsal import rehearsal_plan, replay
+
     if tts_options.kind != "local":
         pytest.fail(
             "validate_live runs the rehearsal on the local fleet (no --endpoint/--endpoint-url); "

@@ -36,12 +36,13 @@ from pytest_tts_scaling.records import AudioFormat, RequestSpec, StreamTimer
 from pytest_tts_scaling.simulate import Autoscaler, Policy
 from pytest_tts_scaling.transports import Transport
 from pytest_tts_scaling.transports.balanced import LeastOutstandingTransport
-from pytest_tts_scaling.transports.http import READ_SIZE, HttpStreamTransport
+from pytest_tts_scaling.transports.http import HttpStreamTransport
 
 # The period's Maximum is over the mean in-flight of each quarter period (sampled 5 times in
 # each), as the plan's simulation takes it over its steps: a datapoint, not one instant's count.
 STEPS_PER_PERIOD = 4
 SAMPLES_PER_STEP = 5
+READ_SIZE = 65536
 
 
 @dataclass(frozen=True)
