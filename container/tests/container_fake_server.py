@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 from container_fakes import FakeEngine
 from tts_container.app import create_app
-from tts_container.server import drain_s_from_env, serve
+from tts_container.server import serve
 from tts_container.settings import Settings
 
 
@@ -61,7 +61,7 @@ def main() -> int:
             engine.segments, engine.delay_s = args.segments, args.delay_s
 
     threading.Thread(target=shape_requests_once_warm, daemon=True).start()
-    return serve(app, host="127.0.0.1", port=args.port, drain_s=drain_s_from_env())
+    return serve(app, host="127.0.0.1", port=args.port)
 
 
 if __name__ == "__main__":

@@ -82,13 +82,12 @@ def run(argv: list[str] | None, prog: str, default_host: str) -> int:
     emit_marker("container_started")
 
     from tts_container.app import create_app
-    from tts_container.server import drain_s_from_env, serve
+    from tts_container.server import serve
     from tts_container.settings import Settings, SettingsError
 
     given = {"model_dir": args.model_dir, "scheduler": args.scheduler, "engine": args.engine}
     try:
         settings = Settings.from_env(**{k: v for k, v in given.items() if v is not None})
-        drain_s = drain_s_from_env()
     except SettingsError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
@@ -111,7 +110,7 @@ def run(argv: list[str] | None, prog: str, default_host: str) -> int:
         settings.model_dir or "(default)",
     )
     app = create_app(settings)
-    return serve(app, host=args.host, port=args.port, log_level=args.log_level, drain_s=drain_s)
+    return serve(app, host=args.host, port=args.port, log_level=args.log_level)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 SageMaker stops a container with SIGTERM and kills it 30 s later. On the first SIGTERM (or Ctrl-C)
 `DrainingServer` stops admitting at once (503 ``shutting_down`` on open connections), closes the
-listening socket, and gives in-flight streams up to ``SHUTDOWN_DRAIN_S`` (default 20 s) to finish;
+listening socket, and gives in-flight streams up to ``SHUTDOWN_DRAIN_S`` (Settings, default 20 s);
 what still streams then is cut. uvicorn's own shutdown follows (idle connections closed, WebSocket
 sessions closed with 1012) and the process exits 0, inside the 30 s. A second signal stops at once.
 """
@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
 from types import FrameType
 
 import uvicorn
@@ -23,34 +22,14 @@ from starlette.applications import Starlette
 
 from tts_container.markers import emit_marker
 from tts_container.protocol import JsonErrorH11Protocol, JsonErrorWebSocketProtocol
-from tts_container.settings import SettingsError
 from tts_container.state import AppState
 
 log = logging.getLogger("tts_container")
 
-DEFAULT_DRAIN_S = 20.0
-MAX_DRAIN_S = 25.0  # + the cut grace + uvicorn's close timeout stays under SageMaker's 30 s
 CUT_GRACE_S = 1.0  # after the cut, for cut streams to end
 CLOSE_TIMEOUT_S = 2.0  # uvicorn's wait for connections once drained
 WS_MAX_MESSAGE_BYTES = 1024 * 1024
 H11_MAX_HEAD_BYTES = 16 * 1024
-
-
-def drain_s_from_env(environ: Mapping[str, str] | None = None) -> float:
-    """``SHUTDOWN_DRAIN_S``: seconds in-flight streams get after SIGTERM (0 to 25, default 20)."""
-    raw = (os.environ if environ is None else environ).get("SHUTDOWN_DRAIN_S", "").strip()
-    if not raw:
-        return DEFAULT_DRAIN_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"SHUTDOWN_DRAIN_S must be a number of seconds, got {raw!r}") from None
-    if not 0 <= value <= MAX_DRAIN_S:
-        raise SettingsError(
-            f"SHUTDOWN_DRAIN_S must be in [0, {MAX_DRAIN_S:g}] (SageMaker kills after 30 s), "
-            f"got {raw!r}"
-        )
-    return value
 
 
 class DrainingServer(uvicorn.Server):
@@ -134,11 +113,13 @@ async def _serve(server: DrainingServer, state: AppState) -> None:
         announcer.cancel()
 
 
-def serve(app: Starlette, *, host: str, port: int, log_level: str = "info", drain_s: float) -> int:
+def serve(app: Starlette, *, host: str, port: int, log_level: str = "info") -> int:
     """Run ``app`` until SIGTERM/SIGINT; 0 after a clean stop, 1 if the model failed to load."""
     state: AppState = app.state.tts
     server = DrainingServer(
-        uvicorn_config(app, host=host, port=port, log_level=log_level), state, drain_s
+        uvicorn_config(app, host=host, port=port, log_level=log_level),
+        state,
+        state.settings.shutdown_drain_s,
     )
 
     def stop(signum: int, frame: object) -> None:

@@ -16,6 +16,7 @@ SAGEMAKER_MODEL_DIR = Path("/opt/ml/model")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULERS = ("fifo", "edf")
 ENGINES = ("real", "synthetic")
+MAX_SHUTDOWN_DRAIN_S = 25.0  # + the cut and the close (3 s) stays under SageMaker's 30 s
 
 
 class SettingsError(ValueError):
@@ -75,6 +76,9 @@ class Settings:
     synthetic_batch_base_ms: float = 60.0
     synthetic_segment_ms: float = 70.0
     synthetic_segment_audio_s: float = 2.0
+    # SHUTDOWN_DRAIN_S: after SIGTERM, how long the streams in flight may take to finish before
+    # they are cut; at most 25, so the exit stays inside SageMaker's 30 s before SIGKILL.
+    shutdown_drain_s: float = 20.0
 
     def __post_init__(self) -> None:
         if self.queue_max_depth < 0:
@@ -98,6 +102,11 @@ class Settings:
         for name in _NON_NEGATIVE_FLOATS:
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.shutdown_drain_s > MAX_SHUTDOWN_DRAIN_S:
+            raise SettingsError(
+                f"shutdown_drain_s must be <= {MAX_SHUTDOWN_DRAIN_S:g} (SageMaker kills 30 s after "
+                f"SIGTERM), got {self.shutdown_drain_s:g}"
+            )
         if self.synthetic_segment_audio_s <= 0:
             raise SettingsError(
                 f"synthetic_segment_audio_s must be > 0, got {self.synthetic_segment_audio_s}"
@@ -157,6 +166,7 @@ class Settings:
 
 
 _FLOAT_VARIABLES = {
+    "shutdown_drain_s": "SHUTDOWN_DRAIN_S",
     "batch_wait_ms": "BATCH_WAIT_MS",
     "batch_window_ms": "BATCH_WINDOW_MS",
     "deadline_margin_ms": "DEADLINE_MARGIN_MS",
