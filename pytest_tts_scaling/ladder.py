@@ -414,9 +414,8 @@ def _measure_rung(
         for at in sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)}):
             await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
             elapsed = (time.perf_counter_ns() - started) / 1e9
-            so_far = [r for r in heard if r.start_ns >= window_start_ns] or heard
             left = max(0.001, settings.hold_s - elapsed)
-            progress(_live_line(step, settings, so_far, elapsed, eta_s(left)))
+            progress(_live_line(step, settings, heard, window_start_ns, elapsed, eta_s(left)))
 
     async def measure() -> RungRun:
         async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
@@ -490,17 +489,20 @@ def _live_line(
     step: Step,
     settings: ResolvedOptions,
     heard: list[RequestRecord],
+    window_start_ns: int,
     elapsed_s: float,
     eta_s: float,
 ) -> str:
     """One rung in progress: N, phase, p95 so far against the SLO, and the whole run's ETA."""
     warmup_s = settings.hold_s - settings.measure_s
+    in_window = [r for r in heard if r.start_ns >= window_start_ns]
     if elapsed_s < warmup_s - 0.05:
         phase = f"warm-up {elapsed_s:.0f}/{warmup_s:g} s"
     else:
         phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{settings.measure_s:g} s"
-    goodput = goodput_ttfab_ms(heard, settings.slo_ms)
-    p95 = f"{float(np.percentile(goodput, 95)):.0f} ms" if goodput else "n/a"
+    seen, where = (in_window, "in the window") if in_window else (heard, "in the warm-up")
+    goodput = goodput_ttfab_ms(seen, settings.slo_ms)
+    p95 = f"{float(np.percentile(goodput, 95)):.0f} ms {where}" if goodput else "n/a"
     return (
         f"qmax N={step.concurrency} {step.phase}: {phase}, p95 TTFAB so far {p95} "
         f"(SLO {settings.slo_ms:g} ms), {len(heard)} done; run ETA {_mmss(eta_s)}"

@@ -108,7 +108,8 @@ def next_step(
     top = min([max_concurrency, *(c - 1 for c in blocked)])
     if ladder is not None:
         return _ladder_step(ladder, rungs, slo_ms, top)
-    if ceiling is not None and surprising(rungs, slo_ms, ceiling):
+    low, _ = _bounds(rungs, slo_ms)
+    if ceiling is not None and low == ceiling - 1 and surprising(rungs, slo_ms, ceiling):
         return Step(ceiling, "retest")
     concurrency = adaptive_concurrency(rungs, slo_ms, top, blocked=top < max_concurrency)
     return None if concurrency is None else Step(concurrency, "search")
@@ -179,7 +180,8 @@ def surprising(rungs: Sequence[Rung], slo_ms: float, concurrency: int) -> bool:
     """A failure the curve measured before it said would pass: re-tested once before it caps.
 
     The search has no pass above a failure to contradict it (it never measures there), so a
-    single noisy failure shows as one the prediction did not expect.
+    single noisy failure shows as one the prediction did not expect. Only the failure that ends
+    the search (N+1 of the pair) is worth the re-test: any other is superseded by one below it.
     """
     order = [r.concurrency for r in rungs]
     rung = rungs[order.index(concurrency)]
