@@ -132,6 +132,30 @@ def keep_previous(paths: list[Path]) -> list[tuple[Path, Path]]:
     return moved
 
 
+def write_keeping(path: Path, text: str) -> list[tuple[Path, Path]]:
+    """`write_atomic`, moving an earlier, different file aside first (see :func:`keep_previous`).
+
+    Writing the same bytes again is no collision: a reproduced plan stays where it is.
+    """
+    try:
+        same = path.read_bytes() == text.encode("utf-8")
+    except FileNotFoundError:
+        same = False
+    moved = [] if same else keep_previous([path])
+    write_atomic(path, text)
+    return moved
+
+
+def save_keeping(model: BaseModel, path: Path) -> list[tuple[Path, Path]]:
+    """Save an artifact without silently replacing a different earlier one; returns what moved."""
+    return write_keeping(path, dump_json(model))
+
+
+def kept_lines(moved: list[tuple[Path, Path]]) -> list[str]:
+    """What a run tells its user about each earlier output it moved aside."""
+    return [f"kept the earlier {old} as {kept.name}" for old, kept in moved]
+
+
 def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     """Append per-request records; each line is a whole JSON object."""
     path.parent.mkdir(parents=True, exist_ok=True)

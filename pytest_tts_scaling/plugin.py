@@ -56,6 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SignalExit(), "tts_scaling_signal_exit")
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlExtras(), "tts_scaling_html")
+        if config.option.htmlpath:
+            from pytest_tts_scaling.artifacts import keep_previous, kept_lines
+
+            moved = keep_previous([html_report_path(config)])
+            config.stash[SUMMARY_KEY].extend(f"html: {line}" for line in kept_lines(moved))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -150,12 +155,16 @@ class HtmlExtras:
         from pytest_tts_scaling.pages import view_for, write_page
         from pytest_tts_scaling.report import render
 
-        # Where pytest-html writes the report (it expands the same way).
-        base = Path(os.path.expandvars(session.config.option.htmlpath)).expanduser().parent
+        base = html_report_path(session.config).parent
         views = [view_for(s) for s in shown]
         for view in views:
             write_page(view, base / view.page)
         prefix.append(render("html_summary.html.j2", views=views, base=base, pages=True))
+
+
+def html_report_path(config: pytest.Config) -> Path:
+    """Where pytest-html writes the report: --html expanded as pytest-html expands it."""
+    return Path(os.path.expandvars(config.option.htmlpath)).expanduser()
 
 
 def shown_artifacts(session: pytest.Session) -> list[Shown]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from pytest_tts_scaling import __version__
-from pytest_tts_scaling.artifacts import load, save
+from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
 from pytest_tts_scaling.endpoint import Endpoint, UrlEndpoint
 from pytest_tts_scaling.errors import InputError, MismatchError
 from pytest_tts_scaling.ladder import git_commit
@@ -295,7 +295,8 @@ def run_ttotal(
             f"{endpoint.name} is a plain URL"
         )
     path = settings.run.artifacts_dir / ttotal_filename(artifact.model, TRIGGER, artifact.slug)
-    save(artifact, path)
+    for line in kept_lines(save_keeping(artifact, path)):
+        progress(f"ttotal: {line}")
     return artifact, path
 
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.plan
 def test_plan_has_no_stop_findings(
     tts_options: RunOptions, tts_report: ReportExtras, tts_summary: list[str]
 ) -> None:
-    from pytest_tts_scaling.artifacts import load, save
+    from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
     from pytest_tts_scaling.errors import InputError
     from pytest_tts_scaling.plan import compute_plan, inputs_from_options
     from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact, plan_filename
@@ -50,7 +50,8 @@ def test_plan_has_no_stop_findings(
     except InputError as exc:
         pytest.fail(f"plan refused its inputs: {exc}", pytrace=False)
     plan = outcome.artifact
-    path = save(plan, tts_options.artifacts_dir / plan_filename(plan.model))
+    path = tts_options.artifacts_dir / plan_filename(plan.model)
+    tts_summary.extend(f"plan: {line}" for line in kept_lines(save_keeping(plan, path)))
     tts_report.artifact(plan, path, outcome)
     tts_report.html(render("plan.html.j2", plan=plan), name="plan findings and ModelEndpointConfig")
     tts_summary.append(

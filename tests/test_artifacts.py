@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling.artifacts import dump_json, keep_previous, load, save, write_atomic
+from pytest_tts_scaling.artifacts import (
+    dump_json,
+    keep_previous,
+    kept_lines,
+    load,
+    save,
+    write_atomic,
+    write_keeping,
+)
 from pytest_tts_scaling.errors import ArtifactError
 from pytest_tts_scaling.schema import (
     DeployedConfig,
@@ -126,3 +134,13 @@ def test_keep_previous_moves_earlier_outputs_aside(tmp_path: Path) -> None:
     again = keep_previous([artifact])
     assert again[0][1] != kept_artifact
     assert again[0][1].read_text() == "second"
+
+
+def test_write_keeping_moves_only_a_different_earlier_file(tmp_path: Path) -> None:
+    path = tmp_path / "plan-m.json"
+    assert write_keeping(path, "one\n") == []
+    assert write_keeping(path, "one\n") == []  # the same bytes again: no collision
+    assert [p.name for p in tmp_path.iterdir()] == ["plan-m.json"]
+    [(old, kept)] = write_keeping(path, "two\n")
+    assert (old, kept.read_text(), path.read_text()) == (path, "one\n", "two\n")
+    assert kept_lines([(old, kept)]) == [f"kept the earlier {path} as {kept.name}"]

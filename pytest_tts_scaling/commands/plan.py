@@ -1,6 +1,7 @@
 """`tts-bench plan`: the policy from the qmax and ttotal artifacts, offline (SPEC §4 plan).
 
-Prints the report and the paste-ready registry entry and writes ``plan-{model}.json``. Exit 0
+Prints the report and the paste-ready registry entry and writes ``plan-{model}.json`` (an earlier,
+different one is kept aside under a timestamped name; the same plan again stays put). Exit 0
 for a plan with verdict ok or warn, 1 for stop, 2 for bad input (raised as InputError).
 """
 
@@ -42,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.artifacts import load, save
+    from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
     from pytest_tts_scaling.errors import InputError
     from pytest_tts_scaling.plan import compute_plan, inputs_from_options, report_lines
     from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact, plan_filename
@@ -58,9 +59,12 @@ def run(args: argparse.Namespace) -> int:
     ttotal = load(options.ttotal_artifact, TtotalArtifact)
     outcome = compute_plan(qmax, ttotal, inputs_from_options(options))
     plan = outcome.artifact
-    path = save(plan, Path(options.artifacts_dir) / plan_filename(plan.model))
+    path = Path(options.artifacts_dir) / plan_filename(plan.model)
+    kept = kept_lines(save_keeping(plan, path))
     for line in report_lines(plan):
         print(line)
+    for line in kept:
+        print(f"plan: {line}")
     print(f"plan written to {path}")
     print("paste into infra/speech_infra/registry.py REGISTRY:")
     print(plan.config_block)

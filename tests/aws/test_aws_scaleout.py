@@ -293,12 +293,17 @@ def test_forced_scale_out_end_to_end(
 
     sim = Provisioning(fake_clock, d.endpoint, on_in_service=share_the_load).install(clients)
     settings = settings_for(d.endpoint, tmp_path)
+    earlier = tmp_path / ttotal_filename("kokoro-82m", "forced", SLUG)
+    earlier.write_text("{}\n")  # an earlier run's artifact: kept aside, not replaced
     lines: list[str] = []
     with open_sagemaker_endpoint(settings.run, log=lines.append, clients=clients) as endpoint:
         artifact, path = run_ttotal(endpoint, settings, progress=lines.append)
 
-    assert path == tmp_path / ttotal_filename("kokoro-82m", "forced", SLUG)
+    assert path == earlier
     assert load(path, TtotalArtifact) == artifact
+    [kept] = tmp_path.glob("ttotal-kokoro-82m-forced-g4dnxlarge-8b1b96bc.*Z.json")
+    assert kept.read_text() == "{}\n"
+    assert f"ttotal: kept the earlier {path} as {kept.name}" in lines
     by_stage = {s.stage: s for s in artifact.stages}
     assert list(by_stage) == [
         "load_applied",
