@@ -90,7 +90,7 @@ def client_saturation_lines(rungs: list[Rung]) -> list[str]:
     kept = f"N={client.kept_time_up_to}" if client.kept_time_up_to else "no rung"
     return [
         f"qmax: the load client could not keep time at N={first.concurrency} (event-loop lag "
-        f"p99 {client.lag_p99_ms or 0:.0f} ms > {client.lag_bound_ms or 0:.0f} ms, CPU "
+        f"p99 {client.worst_lag_p99_ms or 0:.0f} ms > {client.lag_bound_ms or 0:.0f} ms, CPU "
         f"{(client.cpu_share or 0) * 100:.0f}%); it kept time up to {kept}: measure higher "
         "concurrency from more client processes"
     ]
@@ -457,7 +457,7 @@ def _measure_rung(
             instance_count=after,
             window_start=iso_ns(result.window_start_ns + result.epoch_offset_ns),
             window_end=iso_ns(result.window_end_ns + result.epoch_offset_ns),
-            client_lag_p99_ms=result.client.lag_p99_ms,
+            client_lag_p99_ms=result.client.worst_lag_p99_ms,
             client_lag_bound_ms=lag_bound,
         ),
         settings.slo_ms,

@@ -16,7 +16,7 @@ import contextlib
 import gc
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,8 +101,25 @@ class LoopMonitor:
         self.gc_ms.append((now - self._gc_started_ns) / 1e6)
         self.gc_full.append(info["generation"] == 2)
 
-    def window(self, start_ns: int, end_ns: int) -> ClientTiming:
-        """Lateness percentiles and the loop thread's CPU share between two monotonic times."""
+    def delays_ms(self, times_ns: Sequence[int]) -> np.ndarray:
+        """How late the loop may have been at each of `times_ns`: a time that falls while the
+        ticker was overdue may have had its bytes waiting since the ticker was due."""
+        at = np.frombuffer(self.at_ns, dtype=np.int64)
+        times = np.asarray(times_ns, dtype=np.int64)
+        if at.size == 0 or times.size == 0:
+            return np.zeros(times.size)
+        index = np.minimum(np.searchsorted(at, times, side="left"), at.size - 1)
+        due = at[index] - (np.frombuffer(self.late_ms, dtype=np.float64)[index] * 1e6)
+        return np.clip(times - due, 0, None) / 1e6 * (times <= at[index])
+
+    def window(
+        self, start_ns: int, end_ns: int, first_audio_ns: Sequence[int] = ()
+    ) -> ClientTiming:
+        """Lateness percentiles and the loop thread's CPU share between two monotonic times.
+
+        With the window's first-audio times, also the p99 of how late the loop may have been
+        at them: answers that arrive in bursts meet a late loop more often than a ticker does.
+        """
         at = np.frombuffer(self.at_ns, dtype=np.int64) if self.at_ns else np.zeros(0, np.int64)
         lo, hi = np.searchsorted(at, [start_ns, end_ns], side="left")
         late = np.frombuffer(self.late_ms, dtype=np.float64)[lo:hi] if hi > lo else None
@@ -124,6 +141,9 @@ class LoopMonitor:
             gc_collections=int(pauses.size),
             gc_full_collections=int(full.sum()),
             gc_max_ms=float(pauses.max()) if pauses.size else None,
+            first_audio_lag_p99_ms=(
+                float(np.percentile(self.delays_ms(first_audio_ns), 99)) if first_audio_ns else None
+            ),
         )
 
 
@@ -404,9 +424,17 @@ async def run_rung(
         epoch_offset_ns=loop.epoch_offset_ns,
         extensions=extensions,
         session_errors=loop.session_errors,
-        client=loop.monitor.window(window_start, window_end),
+        client=loop.monitor.window(
+            window_start, window_end, first_audio_between(loop.records, window_start, window_end)
+        ),
         stopped_answering=loop.stopped_answering.is_set(),
     )
+
+
+def first_audio_between(records: list[RequestRecord], start_ns: int, end_ns: int) -> list[int]:
+    """When each request's first audio was read, for those read between two monotonic times."""
+    times = (r.start_ns + int(r.ttfab_ms * 1e6) for r in records if r.ttfab_ms is not None)
+    return [t for t in times if start_ns <= t <= end_ns]
 
 
 def ended_between(records: list[RequestRecord], start_ns: int, end_ns: int) -> list[RequestRecord]:

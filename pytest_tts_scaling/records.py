@@ -100,10 +100,14 @@ class StreamTimer:
         """Call just before the request is written."""
         self.start_ns = self.last_activity_ns = self.clock_ns()
 
-    def body(self, data: bytes) -> None:
-        """Call for every body byte read; only payload (audio) bytes are timed."""
+    def body(self, data: bytes, *, at_ns: int | None = None) -> None:
+        """Call for every body byte read; only payload (audio) bytes are timed.
+
+        `at_ns`: when the bytes were read from the socket, where the transport knows (on this
+        clock); else now.
+        """
         assert self.decoder is not None
-        now = self.last_activity_ns = self.clock_ns()
+        now = self.last_activity_ns = self.clock_ns() if at_ns is None else at_ns
         self._arrived(now, self.decoder.feed(data))
 
     def finished(self, status: Status, error_code: str | None = None) -> None:

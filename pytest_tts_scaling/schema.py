@@ -96,6 +96,15 @@ class ClientTiming(_Model):
     gc_collections: int = Field(default=0, ge=0)
     gc_full_collections: int = Field(default=0, ge=0)
     gc_max_ms: float | None = None
+    # p99 over the window's requests of how late the loop may have been when their first audio
+    # was read: bursts of answers meet a late loop more often than the ticker does.
+    first_audio_lag_p99_ms: float | None = None
+
+    @property
+    def worst_lag_p99_ms(self) -> float | None:
+        """The larger of the ticker's and the first audio's lag p99: what the verdict holds."""
+        known = [v for v in (self.lag_p99_ms, self.first_audio_lag_p99_ms) if v is not None]
+        return max(known) if known else None
 
 
 class Rung(_Model):

@@ -73,6 +73,21 @@ def test_the_monitor_sees_a_blocked_loop_and_a_busy_thread() -> None:
     assert monitor.window(end + 10**9, end + 2 * 10**9).ticks == 0
 
 
+def test_first_audio_read_while_the_loop_was_overdue_is_charged_the_delay() -> None:
+    monitor = LoopMonitor()
+    # Ticks at 10, 20 ms on time; the tick due at 25 ms fired at 65 ms (40 ms late).
+    for at_ms, late_ms in [(10, 0.0), (20, 0.0), (65, 40.0), (70, 0.0)]:
+        monitor.at_ns.append(at_ms * 1_000_000)
+        monitor.late_ms.append(late_ms)
+        monitor.cpu_ns.append(0)
+    delays = monitor.delays_ms([15_000_000, 30_000_000, 64_000_000, 68_000_000, 90_000_000])
+    assert list(delays) == pytest.approx([0.0, 5.0, 39.0, 0.0, 0.0])
+    stats = monitor.window(0, 80_000_000, [30_000_000] * 98 + [64_000_000] * 2)
+    assert stats.first_audio_lag_p99_ms == pytest.approx(39.0, abs=0.5)
+    assert stats.lag_p99_ms is not None
+    assert stats.worst_lag_p99_ms == max(stats.lag_p99_ms, stats.first_audio_lag_p99_ms)
+
+
 def test_quiet_gc_freezes_the_heap_and_holds_full_collections_back() -> None:
     thresholds = gc.get_threshold()
     with quiet_gc():

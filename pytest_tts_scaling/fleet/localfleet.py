@@ -103,8 +103,8 @@ class _RelayTimer(StreamTimer):
         if self.on_started is not None:
             self.on_started(self)
 
-    def body(self, data: bytes) -> None:
-        super().body(data)
+    def body(self, data: bytes, *, at_ns: int | None = None) -> None:
+        super().body(data, at_ns=at_ns)
         if self.forward is not None:
             self.forward(data)
 
