@@ -11,7 +11,9 @@ A separate process pings ``/ping`` every 50 ms on a kept-alive connection and re
 in-flight count from its headers. Printed: answers by status and path, p99 time to a 503 (error
 frame on the WebSocket), the most in flight the server saw against its bound, /ping p99 and max,
 the server's RSS before and after, in flight once the load stopped (must reach 0) and a final valid
-request on each path. Exit status 1 if a target is missed.
+request on each path. Last, SIGTERM with as many streams in flight as the bound (one of them on
+the WebSocket): how they end and how long the process takes to exit 0. Exit status 1 if a target
+is missed.
 
 Run: ``python benchmarks/soak.py [--seconds 60] [--engine synthetic] [--queue-max-depth 4]``.
 """
@@ -26,11 +28,13 @@ import json
 import multiprocessing
 import os
 import random
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,6 +268,57 @@ def final_requests(url: str) -> list[str]:
     return results
 
 
+def sigterm_with_streams(url: str, process: subprocess.Popen[bytes], streams: int) -> str:
+    """SIGTERM once ``streams`` streams (all HTTP but one WebSocket) are in flight; how it ends."""
+    endings: list[str] = []
+    text = "The server is told to stop while this answer streams; it should still arrive whole."
+
+    def http_stream() -> None:
+        try:
+            with (
+                httpx.Client(timeout=REQUEST_TIMEOUT_S) as client,
+                client.stream("POST", url + "/invocations", json={"text": text}) as response,
+            ):
+                size = sum(len(chunk) for chunk in response.iter_raw())
+            endings.append(f"http {response.status_code} complete ({size} bytes)")
+        except httpx.HTTPError as exc:
+            endings.append(f"http cut ({type(exc).__name__})")
+
+    def ws_stream() -> None:
+        from websockets.sync.client import connect as sync_connect
+
+        with sync_connect(url.replace("http", "ws", 1) + WS_PATH, open_timeout=30) as ws:
+            ws.send(json.dumps({"text": text}))
+            last: dict[str, Any] = {}
+            try:
+                while last.get("type") not in ("synthesis_complete", "error"):
+                    message = ws.recv(timeout=REQUEST_TIMEOUT_S)
+                    if isinstance(message, str):
+                        last = json.loads(message)
+                ws.recv(timeout=REQUEST_TIMEOUT_S)
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd is not None else None
+                endings.append(f"ws {last.get('type')} {last.get('error', '')}, close {code}")
+
+    threads = [threading.Thread(target=http_stream) for _ in range(streams - 1)]
+    threads.append(threading.Thread(target=ws_stream))
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while ping_headers(url)["x-in-flight"] != str(streams) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    signalled = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    status = process.wait(timeout=60)
+    stopped_s = time.monotonic() - signalled
+    for thread in threads:
+        thread.join(timeout=REQUEST_TIMEOUT_S)
+    return (
+        f"exit status {status} {stopped_s:.1f} s after SIGTERM with {streams} streams in flight: "
+        + "; ".join(sorted(endings))
+    )
+
+
 def start_server(args: argparse.Namespace, port: int, logs: Path) -> subprocess.Popen[bytes]:
     executable = Path(sys.executable).with_name("tts-serve")
     command = [str(executable), "--port", str(port), "--log-level", "warning"]
@@ -387,10 +442,14 @@ def main() -> int:
             failures.append(f"/ping answered {ping_statuses}")
         if not (finals[0].startswith("http 200") and finals[1].startswith("ws synthesis_complete")):
             failures.append(f"final requests: {finals}")
+        shutdown = sigterm_with_streams(url, process, bound)
+        print(f"shutdown: {shutdown}")
+        if not shutdown.startswith("exit status 0"):
+            failures.append(f"shutdown: {shutdown}")
     finally:
-        process.terminate()
-        status = process.wait(timeout=60)
-        print(f"tts-serve exit status after SIGTERM: {status}")
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=60)
     print("targets: " + ("all met" if not failures else "MISSED: " + "; ".join(failures)))
     return 1 if failures else 0
 
