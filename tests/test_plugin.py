@@ -181,8 +181,8 @@ def test_qmax_against_a_server_with_known_capacity(
     result.assert_outcomes(passed=3, skipped=1)  # skipped: the --baseline gate
     result.stdout.fnmatch_lines(
         [
-            "*qmax N=1 ladder: measuring 0/4 s, p95 TTFAB so far * ms (SLO 1000 ms), * done; "
-            "run ETA *m*s",
+            "*qmax N=1 ladder: measuring 0/4 s, p95 TTFAB so far * ms in the * (SLO 1000 ms), "
+            "* done; run ETA *m*s",
             "*qmax N=12 * FAIL (slo)*",
             "*qmax N=10 * refine*pass*",
             "*Q_max 10 (bracketed: N=11 failed, p95 TTFAB 1*ms > SLO 1000 ms)*",
