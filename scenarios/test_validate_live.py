@@ -23,6 +23,7 @@ import pytest
 
 from pytest_tts_scaling.fleet import live
 from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.report import ReportExtras
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.fleet.rehearsal import LiveRun
@@ -50,35 +51,47 @@ def live_run(tts_options: RunOptions, tts_progress: Callable[[str], None]) -> Li
     return run
 
 
-def test_p95_within_slo_at_80_percent_of_planned_load(live_run: LiveRun) -> None:
-    check = live.check_steady_p95(live_run.rows, live_run.t0_ns, live_run.traffic, live_run.slo_ms)
-    assert check, check.detail
+def holds(check: live.Check, report: ReportExtras, *more: str) -> None:
+    """The check's numbers in the test's report row, and its verdict."""
+    detail = "; ".join([check.detail, *more])
+    report.text(detail, "validate_live")
+    assert check, detail
 
 
-def test_rejections_only_above_qmax_per_instance(live_run: LiveRun) -> None:
-    check = live.check_rejections(live_run.log.dispatches, live_run.q_max)
-    assert check, check.detail
+def test_p95_within_slo_at_80_percent_of_planned_load(
+    live_run: LiveRun, tts_report: ReportExtras
+) -> None:
+    run = live_run
+    holds(live.check_steady_p95(run.rows, run.t0_ns, run.traffic, run.slo_ms), tts_report)
 
 
-def test_surge_first_new_instance_serves_within_1_5_t_total(live_run: LiveRun) -> None:
-    check = live.check_first_new_instance(live_run.log.events, live_run.t0_ns, live_run.traffic)
-    assert check, check.detail
+def test_rejections_only_above_qmax_per_instance(
+    live_run: LiveRun, tts_report: ReportExtras
+) -> None:
+    holds(live.check_rejections(live_run.log.dispatches, live_run.q_max), tts_report)
 
 
-def test_surge_shed_fraction_within_the_plan_simulation(live_run: LiveRun) -> None:
-    check = live.check_surge_shed(
-        live_run.rows, live_run.t0_ns, live_run.traffic, live_run.prediction
-    )
-    assert check, check.detail
+def test_surge_first_new_instance_serves_within_1_5_t_total(
+    live_run: LiveRun, tts_report: ReportExtras
+) -> None:
+    run = live_run
+    check = live.check_first_new_instance(run.log.events, run.t0_ns, run.traffic)
+    holds(check, tts_report, live.first_capacity_line(run.prediction))
 
 
-def test_surge_worst_p95_within_the_plan_simulation(live_run: LiveRun) -> None:
-    check = live.check_surge_p95(
-        live_run.rows, live_run.t0_ns, live_run.traffic, live_run.prediction
-    )
-    assert check, check.detail
+def test_surge_shed_fraction_within_the_plan_simulation(
+    live_run: LiveRun, tts_report: ReportExtras
+) -> None:
+    run = live_run
+    holds(live.check_surge_shed(run.rows, run.t0_ns, run.traffic, run.prediction), tts_report)
 
 
-def test_scale_in_only_after_its_cooldown(live_run: LiveRun) -> None:
-    check = live.check_scale_in(live_run.log.events, live_run.traffic)
-    assert check, check.detail
+def test_surge_worst_p95_within_the_plan_simulation(
+    live_run: LiveRun, tts_report: ReportExtras
+) -> None:
+    run = live_run
+    holds(live.check_surge_p95(run.rows, run.t0_ns, run.traffic, run.prediction), tts_report)
+
+
+def test_scale_in_only_after_its_cooldown(live_run: LiveRun, tts_report: ReportExtras) -> None:
+    holds(live.check_scale_in(live_run.log.events, live_run.traffic), tts_report)

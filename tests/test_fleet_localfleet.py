@@ -83,7 +83,8 @@ def test_policy_scales_out_under_load_and_in_after_its_cooldown() -> None:
     with LocalFleet(FAST, instance=instance, initial=1) as fleet:
         # 8 requests held against a target of 3 per instance: above it, so one more instance.
         run = closed_loop(fleet.base_url, 8, 3.0)
-        assert wait_for(lambda: fleet.log.of("in"), 15.0), fleet.log.events
+        # The instance scaled in stops once its requests have finished.
+        assert wait_for(lambda: fleet.log.of("stopped"), 15.0), fleet.log.events
         kinds = [e.kind for e in fleet.log.events]
     assert kinds[:3] == ["out", "ready", "first_served"]
     out, ready, served = fleet.log.events[:3]

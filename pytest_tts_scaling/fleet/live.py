@@ -235,6 +235,16 @@ def check_first_new_instance(events: Sequence[Any], t0_ns: int, traffic: LiveTra
     )
 
 
+def first_capacity_line(predicted: Prediction) -> str:
+    """What the plan's simulation expected of the same surge, for the report."""
+    if predicted.first_capacity_s is None:
+        return "the plan's simulation scaled out no instance in this surge"
+    return (
+        f"the plan's simulation had new capacity serving {predicted.first_capacity_s:.1f} s "
+        "after the surge began"
+    )
+
+
 def check_surge_shed(
     rows: Sequence[Row], t0_ns: int, traffic: LiveTraffic, predicted: Prediction
 ) -> Check:

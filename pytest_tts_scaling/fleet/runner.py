@@ -51,8 +51,6 @@ class LoadRun:
     """What the load sent: every record (JSONL rows) and what could not be sent."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
-    start_epoch_ns: int = 0
-    end_epoch_ns: int = 0
     unsent: int = 0
     abandoned: int = 0
     processes: int = 1
@@ -214,13 +212,11 @@ def _run_local(config: LoadConfig, *, duration_s: float, progress: Progress) -> 
             lambda: runner.spawning_greenlet is None or runner.spawning_greenlet.dead, 60, "spawn"
         )
         start = time.time_ns() + int(START_LEAD_S * 1e9)
-        master.run.start_epoch_ns = start
         progress(_started_line(config, 1))
         worker.on_go({"start_epoch_ns": start})
         _until_done(master, worker.on_drain, config, duration_s, start, expected=1)
     finally:
         runner.quit()
-    master.run.end_epoch_ns = time.time_ns()
     return master.run
 
 
@@ -310,7 +306,6 @@ def _run_master(
         runner.start(config.users, spawn_rate=_spawn_rate(config, workers))
         _wait(lambda: runner.spawning_completed, 120, "users spawn")
         start = time.time_ns() + int(START_LEAD_S * 1e9)
-        side.run.start_epoch_ns = start
         side.run.processes = workers
         progress(_started_line(config, workers))
         runner.send_message("tts_go", {"start_epoch_ns": start})
@@ -330,7 +325,6 @@ def _run_master(
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait(timeout=5)
-    side.run.end_epoch_ns = time.time_ns()
     return side.run
 
 
