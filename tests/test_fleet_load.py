@@ -150,6 +150,10 @@ def test_help_reads_like_documentation() -> None:
         (["--endpoint-url", "http://127.0.0.1:9", "--users", "2"], "--users needs --duration"),
         (["--users", "2", "--duration", "1"], "expected --endpoint-url URL or --endpoint NAME"),
         (
+            ["--endpoint-url", "http://127.0.0.1:9", "--step", "1:1", "--duration", "5"],
+            "--duration with --step: the schedule sets its own length",
+        ),
+        (
             ["--endpoint-url", "http://127.0.0.1:9", "--trace", "/nonexistent/t.txt"],
             "--trace /nonexistent/t.txt: cannot read",
         ),

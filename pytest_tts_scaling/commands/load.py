@@ -234,6 +234,11 @@ def schedule(args: argparse.Namespace) -> tuple[str, Any, float, float | None]:
         )
     if (args.users is not None or args.rate is not None) and args.duration is None:
         raise InputError(f"{chosen[0]} needs --duration S: expected the seconds of load")
+    if (args.step is not None or args.trace is not None) and args.duration is not None:
+        raise InputError(
+            f"--duration with {chosen[0]}: the schedule sets its own length; expected --duration "
+            "only with --users or --rate"
+        )
     if args.users is not None:
         return "closed", None, float(args.duration), None
     if args.rate is not None:
