@@ -122,6 +122,8 @@ def main() -> int:
             for arm, run in runs.items():
                 if run.outcome.error is not None:
                     print(f"    {arm}: {run.outcome.error[:200]}", flush=True)
+                elif not run.outcome.matches(truth):
+                    print(f"    {arm} rungs: {'; '.join(run.story)}", flush=True)
     print(f"took {time.monotonic() - started:.0f} s; {load()}")
     if wrong:
         print(f"WRONG: {', '.join(wrong)}")

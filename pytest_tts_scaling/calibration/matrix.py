@@ -19,6 +19,7 @@ from pytest_tts_scaling.errors import ToolError
 from pytest_tts_scaling.ladder import run_ladder
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.schema import QmaxArtifact
+from pytest_tts_scaling.verdicts import word
 
 # The share of each rung's hold that is measured; the rest is warm-up.
 MEASURED_SHARE = 2 / 3
@@ -29,6 +30,8 @@ class Measurement:
     outcome: Outcome
     wall_s: float
     rungs: int
+    # The artifact's rungs by concurrency: `N=6 remeasure pass 230 ms (before: unusable:…)`.
+    story: tuple[str, ...] = ()
 
 
 def integer_ladder(case: Case) -> tuple[int, ...]:
@@ -67,7 +70,17 @@ def measure(
             outcome = Outcome(q_max=None, bracketed=False, error=str(exc))
             return Measurement(outcome, time.monotonic() - started, rungs=_rungs_kept(settings))
         wall_s = time.monotonic() - started
-    return Measurement(Outcome.of(result.artifact), wall_s, rungs=len(result.artifact.rungs))
+    rungs = result.artifact.rungs
+    story = tuple(
+        f"N={r.concurrency} {r.phase} {word(r)} {_ms(r.ttfab_ms.p95)}"
+        + (f" (before: {', '.join(r.earlier)})" if r.earlier else "")
+        for r in rungs
+    )
+    return Measurement(Outcome.of(result.artifact), wall_s, rungs=len(rungs), story=story)
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} ms"
 
 
 def _rungs_kept(settings: ResolvedOptions) -> int:
