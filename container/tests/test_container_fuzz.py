@@ -39,6 +39,7 @@ from tts_container.app import create_app
 from tts_container.metrics import MetricsLog
 from tts_container.server import uvicorn_config
 from tts_container.settings import Settings
+from tts_container.websocket import INBOX_MAX_MESSAGES
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import ClientConnection, connect
 
@@ -221,3 +222,41 @@ def test_a_bug_is_still_a_json_error(make_app, monkeypatch: pytest.MonkeyPatch) 
         "error": "internal_error",
         "detail": "RuntimeError in the server; see its log",
     }
+
+
+def test_requests_beyond_the_session_s_bound_are_refused_at_once(make_app) -> None:
+    hold = threading.Event()
+    app, _, _ = make_app(engine=FakeEngine(segments=1, hold=hold))
+    with TestClient(app) as client:
+        assert app.state.tts.ready_event.wait(10)
+        with client.websocket_connect("/invocations-bidirectional-stream") as ws:
+            ws.send_text(json.dumps({"text": "Hi.", "request_id": "r0"}))
+            assert ws.receive_json()["type"] == "synthesis_start"  # r0 now holds the engine
+            for index in range(1, 31):
+                ws.send_text(json.dumps({"text": "Hi.", "request_id": f"r{index}"}))
+            refused = [ws.receive_json() for _ in range(30 - INBOX_MAX_MESSAGES)]
+            assert {frame["error"] for frame in refused} == {"too_many_pending"}
+            assert [frame["request_id"] for frame in refused] == [
+                f"r{index}" for index in range(INBOX_MAX_MESSAGES + 1, 31)
+            ]
+            hold.set()
+            completed = []
+            while len(completed) <= INBOX_MAX_MESSAGES:
+                message = ws.receive()
+                if "text" in message and json.loads(message["text"])["type"] != "synthesis_start":
+                    completed.append(json.loads(message["text"]))
+    assert [frame["type"] for frame in completed] == ["synthesis_complete"] * 17
+    assert [frame["request_id"] for frame in completed] == [f"r{i}" for i in range(17)]
+
+
+def test_a_client_that_floods_then_leaves_frees_its_slot(port: int, client: httpx.Client) -> None:
+    url = f"ws://127.0.0.1:{port}/invocations-bidirectional-stream"
+    with connect(url, open_timeout=10) as ws:
+        for index in range(100):
+            ws.send(json.dumps({"text": "Hi.", "request_id": f"leaving-{index}"}))
+        assert json.loads(ws.recv(timeout=20))["type"] == "synthesis_start"
+    deadline = time.monotonic() + 20
+    while client.get("/ping").headers["x-in-flight"] != "0":
+        assert time.monotonic() < deadline, "the session of a client gone kept its slot"
+        time.sleep(0.02)
+    check_still_serving(client)

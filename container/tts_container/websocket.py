@@ -6,9 +6,11 @@ mono, the engine's rate), then ``{"type": "synthesis_complete", "request_id": ..
 "audio_s": ...}``. A bad request, or one over the admission bound, gets
 ``{"type": "error", "request_id": ..., "error": CODE, "detail": ...}`` and the session goes on.
 Frames are read while a request is synthesized, so a client that leaves stops its synthesis at the
-next segment; later requests wait their turn. Pings are answered by the server (uvicorn).
-A synthesis cut by the shutdown drain gets an error frame ``shutting_down`` and the session
-closes with 1012 (service restart).
+next segment; later requests wait their turn, at most `INBOX_MAX_MESSAGES` of them: one more is
+answered at once with the error ``too_many_pending`` (and dropped), so a client that floods frames
+costs bounded memory and is still seen leaving at once. Pings are answered by the server
+(uvicorn). A synthesis cut by the shutdown drain gets an error frame ``shutting_down`` and the
+session closes with 1012 (service restart).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tts_container.schema import (
     SynthesisRequest,
     body_limit,
     decode_json,
+    is_valid_request_id,
     parse_request,
 )
 from tts_container.state import AppState
@@ -44,6 +47,8 @@ from tts_container.state import AppState
 WEBSOCKET_PATH = "/invocations-bidirectional-stream"
 TRANSPORT = "websocket"
 SERVICE_RESTART = 1012
+INBOX_MAX_MESSAGES = 16
+TOO_MANY_PENDING = "too_many_pending"
 # What sending to a client that has gone raises.
 CLIENT_GONE = (WebSocketDisconnect, WebSocketDisconnected)
 
@@ -57,7 +62,7 @@ class _Session:
         self.cut = False
 
     async def run(self) -> None:
-        inbox: asyncio.Queue[Message | None] = asyncio.Queue()
+        inbox: asyncio.Queue[Message | None] = asyncio.Queue()  # bounded by _read
         reader = asyncio.create_task(self._read(inbox))
         try:
             while (message := await inbox.get()) is not None:
@@ -77,9 +82,30 @@ class _Session:
                     if self.job is not None:
                         self.job.cancel()
                     return
-                inbox.put_nowait(message)
+                if inbox.qsize() < INBOX_MAX_MESSAGES:
+                    inbox.put_nowait(message)
+                else:
+                    await self._refuse_pending(message)
         finally:
             inbox.put_nowait(None)
+
+    async def _refuse_pending(self, message: Message) -> None:
+        """A request beyond the inbox's bound: an error frame now, nothing kept."""
+        received = time.perf_counter()
+        request_id = None
+        with contextlib.suppress(RequestError):
+            payload = decode_json(
+                message.get("text") or message.get("bytes") or b"",
+                max_bytes=body_limit(self.state.settings.max_text_chars),
+            )
+            if is_valid_request_id(payload.get("request_id")):
+                request_id = str(payload["request_id"])
+        self._record(request_id, "rejected", received, error=TOO_MANY_PENDING)
+        detail = (
+            f"{INBOX_MAX_MESSAGES} requests of this session already wait; send more as they "
+            "complete"
+        )
+        await self._send_error(request_id, TOO_MANY_PENDING, detail)
 
     async def _send_json(self, frame: dict[str, Any]) -> None:
         await self.websocket.send_text(json.dumps(frame))
