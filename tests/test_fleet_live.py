@@ -134,6 +134,12 @@ def test_surge_shed_and_p95_are_held_to_the_prediction() -> None:
     check = live.check_surge_p95(slow, T0, t, predicted)
     assert not check
     assert "300.0 ms" in check.detail
+    # A stall that delays 3 requests in a window of 100 is not the surge's p95.
+    stalled = [
+        row(start + i * 0.01, ttfab_ms=300.0 if i in (5, 6, 7) else 50.0) for i in range(1000)
+    ]
+    assert live.check_surge_p95(stalled, T0, t, predicted)
+    assert not live.check_surge_p95(rows[:50], T0, t, predicted)  # too few to judge
 
 
 def test_scale_ins_must_wait_out_both_cooldowns() -> None:
