@@ -8,7 +8,9 @@ qmax engine uses, so TTFAB is the first byte of audio samples on every transport
 JSON/base64 bodies through the same decoders) and the records are the same JSONL rows.
 
 - chunked HTTP on Locust's FastHttpUser (geventhttpclient). Its `read(n)` waits until n bytes
-  are buffered, so the body is read piece by piece as it arrives (:func:`body_pieces`);
+  are buffered, so the body is read piece by piece as it arrives (:func:`body_pieces`). A user's
+  connection opens inside its first request, so that one request's TTFAB includes the connect
+  (the qmax engine opens it before); every later request reuses it;
 - the SageMaker response stream through boto3 (TTFAB at the first PayloadPart with audio);
 - the WebSocket session (websocket-client), one session per user.
 """
