@@ -86,6 +86,12 @@ class EventStreamServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.scripts: dict[str, Script] = {}
         self.received: list[Received] = []
+        self.in_flight = 0  # requests being answered now, as CloudWatch's concurrency counts them
+        self._counting = threading.Lock()
+
+    def count(self, delta: int) -> None:
+        with self._counting:
+            self.in_flight += delta
 
     @property
     def url(self) -> str:
@@ -101,6 +107,13 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:
+        self.server.count(1)
+        try:
+            self._answer()
+        finally:
+            self.server.count(-1)
+
+    def _answer(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
         self.server.received.append(Received(self.path, dict(self.headers), body))
