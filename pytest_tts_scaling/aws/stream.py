@@ -77,6 +77,22 @@ class SageMakerStreamTransport(Transport):
         self._client = None
         await self._stack.aclose()
 
+    def arguments(self, request: RequestSpec) -> dict[str, Any]:
+        """InvokeEndpointWithResponseStream's arguments for one request (any client: the load
+        command's boto3 users send the same)."""
+        arguments: dict[str, Any] = {
+            "EndpointName": self.endpoint,
+            "Body": request.payload,
+            "ContentType": self.content_type,
+            "Accept": self.accept,
+            "InferenceId": request.request_id[:INFERENCE_ID_MAX],
+        }
+        if self.variant:
+            arguments["TargetVariant"] = self.variant
+        if request.component:
+            arguments["InferenceComponentName"] = request.component
+        return arguments
+
     @asynccontextmanager
     async def session(self) -> AsyncIterator[Session]:
         yield _StreamSession(self, await self.client())
@@ -87,25 +103,10 @@ class _StreamSession:
         self.transport = transport
         self.client = client
 
-    def _arguments(self, request: RequestSpec) -> dict[str, Any]:
-        t = self.transport
-        arguments: dict[str, Any] = {
-            "EndpointName": t.endpoint,
-            "Body": request.payload,
-            "ContentType": t.content_type,
-            "Accept": t.accept,
-            "InferenceId": request.request_id[:INFERENCE_ID_MAX],
-        }
-        if t.variant:
-            arguments["TargetVariant"] = t.variant
-        if request.component:
-            arguments["InferenceComponentName"] = request.component
-        return arguments
-
     async def send(self, request: RequestSpec, timer: StreamTimer) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        arguments = self._arguments(request)
+        arguments = self.transport.arguments(request)
         body: Any = None
         try:
             async with asyncio.timeout(self.transport.timeout_s):
@@ -121,10 +122,7 @@ class _StreamSession:
             timer.finished("timeout", "invocation_timeout")
             return
         except ClientError as exc:
-            status, code, http_status = classify_client_error(exc)
-            if http_status is not None:
-                timer.http_status = http_status
-            timer.finished(status, code)
+            finish_client_error(timer, exc)
             return
         except (BotoCoreError, OSError) as exc:
             timer.finished("error", type(exc).__name__)
@@ -138,6 +136,14 @@ class _StreamSession:
             if body is not None:
                 body.close()
         timer.finished("ok")
+
+
+def finish_client_error(timer: StreamTimer, exc: Any) -> None:
+    """End an exchange that failed with a ClientError: its status, code and HTTP status."""
+    status, code, http_status = classify_client_error(exc)
+    if http_status is not None:
+        timer.http_status = http_status
+    timer.finished(status, code)
 
 
 def classify_client_error(exc: Any) -> tuple[Status, str, int | None]:

@@ -299,40 +299,39 @@ class SageMakerStreamUser(StreamingUser):
 
     abstract = True
     _client: ClassVar[Any] = None
+    _transport: ClassVar[Any] = None
 
     @classmethod
-    def client(cls, users: int) -> Any:
+    def client(cls, state: ProcessState) -> tuple[Any, Any]:
+        """This process's boto3 client (thread-safe, shared by its users) and the transport
+        that builds each invocation's arguments, as the qmax engine sends them."""
         if cls._client is None:
             import boto3
             from botocore.config import Config
 
+            from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
+
+            users = max(1, state.config.users)
+            cls._transport = SageMakerStreamTransport(state.config.target, concurrency=users)
             cls._client = boto3.client(
                 "sagemaker-runtime",
                 config=Config(
-                    max_pool_connections=max(1, users),
+                    max_pool_connections=users,
                     connect_timeout=10,
                     read_timeout=INVOCATION_LIMIT_S + 5,
                     retries={"mode": "standard", "total_max_attempts": 1},
                 ),
             )
-        return cls._client
+        return cls._client, cls._transport
 
     def exchange(self, spec: RequestSpec, timer: StreamTimer) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from pytest_tts_scaling.aws.stream import INFERENCE_ID_MAX, classify_client_error
+        from pytest_tts_scaling.aws.stream import finish_client_error
 
         assert self.state is not None
-        arguments: dict[str, Any] = {
-            "EndpointName": self.state.config.target,
-            "Body": spec.payload,
-            "ContentType": "application/json",
-            "Accept": "audio/*",
-            "InferenceId": spec.request_id[:INFERENCE_ID_MAX],
-        }
-        if spec.component:
-            arguments["InferenceComponentName"] = spec.component
-        client = self.client(self.state.config.users)
+        client, transport = self.client(self.state)
+        arguments = transport.arguments(spec)
         timer.started()
         try:
             response = client.invoke_endpoint_with_response_stream(**arguments)
@@ -342,10 +341,7 @@ class SageMakerStreamUser(StreamingUser):
                 if part is not None:
                     timer.body(part.get("Bytes") or b"")
         except ClientError as exc:
-            status, code, http_status = classify_client_error(exc)
-            if http_status is not None:
-                timer.http_status = http_status
-            timer.finished(status, code)
+            finish_client_error(timer, exc)
             return
         except (BotoCoreError, OSError) as exc:
             timer.finished("error", type(exc).__name__)
