@@ -52,8 +52,20 @@ def row(*cells: object) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=cases_named, default=list(CASES), metavar="NAMES")
-    parser.add_argument("--hold-s", type=float, default=3.0, metavar="S")
+    parser.add_argument(
+        "--cases",
+        type=cases_named,
+        default=list(CASES),
+        metavar="NAMES",
+        help="comma-separated case names, `fast` or `all`. Default: all",
+    )
+    parser.add_argument(
+        "--hold-s",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="seconds each rung is held, the last 2/3 measured. Default: 3",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every rung")
     args = parser.parse_args()
     progress = (lambda line: print("    " + line, flush=True)) if args.verbose else (lambda _: None)
