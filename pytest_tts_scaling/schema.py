@@ -130,6 +130,7 @@ class Rung(_Model):
     underrun_ms: Summary | None = None
     audio_s: Summary | None = None
     response_bytes: Summary | None = None
+    # Real-time factor: request wall time / audio seconds (below 1: faster than real time).
     rtf: Summary | None = None
     audio_throughput: float | None = None
     phase: Literal["ladder", "refine", "search", "remeasure", "retest"] = "ladder"

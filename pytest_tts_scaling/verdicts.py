@@ -137,11 +137,9 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
             fail_reason = "slo"
     ttfab = [r.ttfab_ms for r in ok if r.ttfab_ms is not None]
     audio_total = sum(r.audio_s for r in ok)
-    rtf = [
-        r.audio_s / ((r.latency_ms - r.ttfab_ms) / 1000.0)
-        for r in ok
-        if r.ttfab_ms is not None and r.latency_ms > r.ttfab_ms
-    ]
+    # RTF as usual: wall time to synthesize (the whole answer) over the audio's duration; below 1
+    # is faster than real time. It cannot explode when the audio arrives in one burst.
+    rtf = [r.latency_ms / 1000.0 / r.audio_s for r in ok if r.audio_s > 0]
     per_s = 1 / inputs.measure_s if inputs.measure_s > 0 else 0.0
     return Rung(
         concurrency=inputs.concurrency,

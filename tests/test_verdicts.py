@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -227,3 +228,12 @@ def test_straddles_slo() -> None:
     assert not straddles_slo(wide, slo_ms=500)
     # Open above for want of samples, but nothing seen near the SLO: not held longer.
     assert not straddles_slo(wide, slo_ms=2000)
+
+
+def test_rtf_is_wall_time_over_audio_even_when_audio_arrives_in_one_burst() -> None:
+    # 500 ms for 1 s of audio, all of it in the last millisecond: RTF 0.5, not audio / 1 ms.
+    burst = [dataclasses.replace(record(i, ttfab=499.0), gaps_ms=()) for i in range(20)]
+    rtf = judge(inputs(burst), slo_ms=1000).rtf
+    assert rtf is not None
+    assert rtf.p50 == pytest.approx(0.5)
+    assert rtf.max == pytest.approx(0.5)
