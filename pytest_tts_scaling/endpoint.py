@@ -128,6 +128,8 @@ class LocalEndpoint(UrlEndpoint):
         cores: CoreSplit | None = None,
     ):
         digest = local_fingerprint(model_dir)
+        if model_dir is not None:  # real weights: the artifact says which, and is not "untrained"
+            container_env = {**container_env, "MODEL_DIR": str(model_dir)}
         super().__init__(
             base_url,
             deployed=DeployedConfig(

@@ -69,9 +69,9 @@ class LadderResult:
             f"qmax: artifact {self.path}",
             f"qmax: per-request records {self.records_path}",
         ]
-        if a.deployed_config.container_env.get("ENGINE") == "synthetic":
+        if a.deployed_config.synthetic_engine:
             lines.append("qmax: measured on the SYNTHETIC engine (a cost model; no model ran)")
-        elif a.endpoint == "local":
+        elif a.deployed_config.development_model:
             lines.append("qmax: measured on the untrained development model (real architecture)")
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
@@ -391,18 +391,7 @@ def _measure_rung(
 
     def make_request(worker: int, seq: int) -> RequestSpec:
         spec = workload.request(concurrency, worker, seq)
-        inputs.append(
-            {
-                "request_id": spec.request_id,
-                "rung": concurrency,
-                "worker": worker,
-                "seq": seq,
-                "text": spec.text,
-                "voice": spec.voice,
-                "component": spec.component,
-                "payload_bytes": len(spec.payload),
-            }
-        )
+        inputs.append(spec.input_row(rung=concurrency, worker=worker, seq=seq))
         return spec
 
     heard: list[RequestRecord] = []

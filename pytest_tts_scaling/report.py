@@ -93,13 +93,17 @@ class ReportExtras:
 
 def made_by_synthetic_engine(artifact: Artifact) -> bool:
     """The container ran its synthetic engine (a cost model): its config says ENGINE=synthetic."""
-    deployed = getattr(artifact, "deployed_config", None)
-    return deployed is not None and deployed.container_env.get("ENGINE") == "synthetic"
+    return isinstance(artifact, QmaxArtifact) and artifact.deployed_config.synthetic_engine
 
 
 def made_by_dev_model(artifact: Artifact) -> bool:
-    """A local endpoint serves the untrained development model; its slug says local."""
-    return artifact.slug.startswith("local-") and not made_by_synthetic_engine(artifact)
+    """The untrained development model served it: a local endpoint given no model directory.
+
+    ttotal and plan artifacts carry no deployed config; their local slug is all there is.
+    """
+    if isinstance(artifact, QmaxArtifact):
+        return artifact.deployed_config.development_model
+    return artifact.slug.startswith("local-")
 
 
 def rung_table_html(artifact: QmaxArtifact) -> str:

@@ -54,6 +54,20 @@ class DeployedConfig(_Model):
     image_digest: str
     container_env: dict[str, str] = Field(default_factory=dict)
 
+    @property
+    def synthetic_engine(self) -> bool:
+        """The container ran its synthetic engine: a cost model, no model at all."""
+        return self.container_env.get("ENGINE") == "synthetic"
+
+    @property
+    def development_model(self) -> bool:
+        """A local container given no model directory serves the untrained development model."""
+        return (
+            self.instance_type == "local"
+            and "MODEL_DIR" not in self.container_env
+            and not self.synthetic_engine
+        )
+
 
 class Host(_Model):
     """The machine a local run measured on: the server and the client share it."""

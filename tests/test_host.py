@@ -59,3 +59,11 @@ def test_model_dir_must_be_a_directory(tmp_path: Path) -> None:
     assert model_dir(str(tmp_path)) == tmp_path
     with pytest.raises(argparse.ArgumentTypeError, match=r"expected a directory holding"):
         model_dir(str(tmp_path / "missing"))
+
+
+def test_real_weights_are_not_called_the_development_model(tmp_path: Path) -> None:
+    untrained = endpoint.LocalEndpoint("http://127.0.0.1:1", model_dir=None, container_env={})
+    real = endpoint.LocalEndpoint("http://127.0.0.1:1", model_dir=tmp_path, container_env={})
+    assert untrained.deployed.development_model
+    assert not real.deployed.development_model
+    assert real.deployed.container_env["MODEL_DIR"] == str(tmp_path)
