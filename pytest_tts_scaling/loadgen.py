@@ -34,6 +34,11 @@ DRAIN_S = 30.0
 # The event-loop ticker's period and how often open requests are checked for a stall.
 TICK_S = 0.005
 STALL_SCAN_S = 0.1
+# A tick this late means the loop was busy (or descheduled) since the tick before.
+OVERDUE_MS = 1.0
+# Fewer first-audio reads than this give no p99 of their lateness (the ticker's p99 stands):
+# only many streams answer in bursts.
+MIN_READS_FOR_P99 = 200
 # The stall bound: no byte for this long is not a slow answer but no answer (SPEC §4 health).
 STALL_FLOOR_S = 5.0
 STALL_SLO_FACTOR = 2.0
@@ -102,23 +107,29 @@ class LoopMonitor:
         self.gc_full.append(info["generation"] == 2)
 
     def delays_ms(self, times_ns: Sequence[int]) -> np.ndarray:
-        """How late the loop may have been at each of `times_ns`: a time that falls while the
-        ticker was overdue may have had its bytes waiting since the ticker was due."""
+        """How late the loop may have been at each of `times_ns` (an upper bound).
+
+        A time that falls before an overdue tick may have had its bytes waiting since the
+        loop last ran the ticker: the tick before.
+        """
         at = np.frombuffer(self.at_ns, dtype=np.int64)
         times = np.asarray(times_ns, dtype=np.int64)
-        if at.size == 0 or times.size == 0:
+        if at.size < 2 or times.size == 0:
             return np.zeros(times.size)
-        index = np.minimum(np.searchsorted(at, times, side="left"), at.size - 1)
-        due = at[index] - (np.frombuffer(self.late_ms, dtype=np.float64)[index] * 1e6)
-        return np.clip(times - due, 0, None) / 1e6 * (times <= at[index])
+        index = np.clip(np.searchsorted(at, times, side="left"), 1, at.size - 1)
+        late = np.frombuffer(self.late_ms, dtype=np.float64)[index]
+        since = np.where(late >= OVERDUE_MS, at[index - 1], at[index] - late * 1e6)
+        inside = (times <= at[index]) & (times >= at[index - 1])
+        return np.clip(times - since, 0, None) / 1e6 * inside
 
     def window(
         self, start_ns: int, end_ns: int, first_audio_ns: Sequence[int] = ()
     ) -> ClientTiming:
         """Lateness percentiles and the loop thread's CPU share between two monotonic times.
 
-        With the window's first-audio times, also the p99 of how late the loop may have been
-        at them: answers that arrive in bursts meet a late loop more often than a ticker does.
+        With the window's first-audio times (at least `MIN_READS_FOR_P99`), also the p99 of how
+        late the loop may have been at them: answers that arrive in bursts meet a late loop more
+        often than a ticker does.
         """
         at = np.frombuffer(self.at_ns, dtype=np.int64) if self.at_ns else np.zeros(0, np.int64)
         lo, hi = np.searchsorted(at, [start_ns, end_ns], side="left")
@@ -142,7 +153,9 @@ class LoopMonitor:
             gc_full_collections=int(full.sum()),
             gc_max_ms=float(pauses.max()) if pauses.size else None,
             first_audio_lag_p99_ms=(
-                float(np.percentile(self.delays_ms(first_audio_ns), 99)) if first_audio_ns else None
+                float(np.percentile(self.delays_ms(first_audio_ns), 99))
+                if len(first_audio_ns) >= MIN_READS_FOR_P99
+                else None
             ),
         )
 
@@ -282,6 +295,11 @@ class ClosedLoop:
                 elif timer.first_audio_ns is not None and quiet_ns < stall_ns:
                     answering = True  # audio is flowing on a long answer
             if not answering:
+                # The endpoint has been silent for the bound: what is still open is stalled too.
+                for index, timer in self._open.items():
+                    if timer.end_ns is None and index not in self._cut:
+                        self._cut.add(index)
+                        self._tasks[index].cancel()
                 self.stopped_answering.set()
 
     async def _worker(self, index: int) -> None:

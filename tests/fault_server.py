@@ -90,10 +90,14 @@ class FaultServer:
             return
 
         async def cancel_handlers() -> None:
+            await asyncio.sleep(0.05)  # handlers of connections just accepted start first
+            for writer in list(self._writers):
+                writer.close()
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.sleep(0.05)  # closed transports release their sockets
 
         asyncio.run_coroutine_threadsafe(cancel_handlers(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)

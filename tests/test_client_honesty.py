@@ -75,15 +75,17 @@ def test_the_monitor_sees_a_blocked_loop_and_a_busy_thread() -> None:
 
 def test_first_audio_read_while_the_loop_was_overdue_is_charged_the_delay() -> None:
     monitor = LoopMonitor()
-    # Ticks at 10, 20 ms on time; the tick due at 25 ms fired at 65 ms (40 ms late).
-    for at_ms, late_ms in [(10, 0.0), (20, 0.0), (65, 40.0), (70, 0.0)]:
+    # Ticks at 10, 20 ms on time; the tick due at 25 ms ran at 65 ms (40 ms late): bytes read
+    # before it may have waited since the loop last ran the ticker, at 20 ms.
+    for at_ms, late_ms in [(10, 0.0), (20, 0.0), (65, 40.0), (70, 0.5)]:
         monitor.at_ns.append(at_ms * 1_000_000)
         monitor.late_ms.append(late_ms)
         monitor.cpu_ns.append(0)
-    delays = monitor.delays_ms([15_000_000, 30_000_000, 64_000_000, 68_000_000, 90_000_000])
-    assert list(delays) == pytest.approx([0.0, 5.0, 39.0, 0.0, 0.0])
-    stats = monitor.window(0, 80_000_000, [30_000_000] * 98 + [64_000_000] * 2)
-    assert stats.first_audio_lag_p99_ms == pytest.approx(39.0, abs=0.5)
+    delays = monitor.delays_ms([15_000_000, 30_000_000, 64_000_000, 69_900_000, 90_000_000])
+    assert list(delays) == pytest.approx([0.0, 10.0, 44.0, 0.4, 0.0])
+    stats = monitor.window(0, 80_000_000, [30_000_000] * 196 + [64_000_000] * 4)
+    assert stats.first_audio_lag_p99_ms == pytest.approx(44.0, abs=0.5)
+    assert monitor.window(0, 80_000_000, [64_000_000] * 199).first_audio_lag_p99_ms is None
     assert stats.lag_p99_ms is not None
     assert stats.worst_lag_p99_ms == max(stats.lag_p99_ms, stats.first_audio_lag_p99_ms)
 
