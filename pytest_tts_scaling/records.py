@@ -70,6 +70,19 @@ class RequestSpec:
     def decoder(self) -> Decoder:
         return (self.response or ResponseFormat()).decoder()
 
+    def input_row(self, *, rung: int, worker: int, seq: int) -> dict[str, Any]:
+        """What was sent, as the per-request inputs JSONL holds it (joins records on request_id)."""
+        return {
+            "request_id": self.request_id,
+            "rung": rung,
+            "worker": worker,
+            "seq": seq,
+            "text": self.text,
+            "voice": self.voice,
+            "component": self.component,
+            "payload_bytes": len(self.payload),
+        }
+
 
 @dataclass
 class StreamTimer:

@@ -87,6 +87,9 @@ def test_closed_loop_over_two_worker_processes(
     for key in ("request_id", "start_ns", "end_ns", "ttfab_ms", "latency_ms", "audio_bytes"):
         assert key in first
     assert all(float(str(r["ttfab_ms"])) >= 50.0 for r in rows)
+    inputs = rows_of(tmp_path / "load.inputs.jsonl")
+    assert {i["request_id"] for i in inputs} == {r["request_id"] for r in rows}
+    assert all(i["text"] and i["payload_bytes"] > 0 for i in inputs)
     stats = json.loads(summary.read_text())
     assert stats["processes"] == 2
     assert stats["statuses"] == {"ok": len(rows)}

@@ -335,13 +335,21 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.records is not None:
         ordered = sorted(result.rows, key=lambda r: r["epoch_start_ns"])
-        write_atomic(
-            args.records, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in ordered)
-        )
+        write_atomic(args.records, _jsonl(ordered))
+        write_atomic(inputs_path(args.records), _jsonl(result.inputs))
     if args.summary is not None:
         write_atomic(args.summary, json.dumps(summary.to_json(), indent=2) + "\n")
     for line in summary.lines():
         print(line)
     if args.records is not None:
-        print(f"load: records {args.records}")
+        print(f"load: records {args.records}, inputs {inputs_path(args.records)}")
     return 0 if summary.statuses.get("ok") else 1
+
+
+def inputs_path(records: Path) -> Path:
+    """The inputs JSONL beside the records (`load.jsonl` -> `load.inputs.jsonl`)."""
+    return records.with_name(records.stem + ".inputs.jsonl")
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows)

@@ -51,6 +51,7 @@ class LoadRun:
     """What the load sent: every record (JSONL rows) and what could not be sent."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
+    inputs: list[dict[str, Any]] = field(default_factory=list)
     unsent: int = 0
     abandoned: int = 0
     processes: int = 1
@@ -94,7 +95,7 @@ class WorkerSide:
             if idle or (drain_deadline is not None and time.monotonic() > drain_deadline):
                 break
             if time.monotonic() - last_flush >= FLUSH_EVERY_S:
-                self.send("tts_records", {"rows": state.take_rows()})
+                self.send("tts_records", state.take_rows())
                 last_flush = time.monotonic()
         self._gc.close()
         pacer_left = state.pacer.remaining if state.pacer is not None else 0
@@ -102,7 +103,7 @@ class WorkerSide:
             "tts_done",
             {
                 "index": state.config.worker_index,
-                "rows": state.take_rows(),
+                **state.take_rows(),
                 "unsent": state.unsent + pacer_left,
                 "abandoned": state.in_flight,
                 "failure": state.failure,
@@ -123,9 +124,10 @@ class MasterSide:
 
     def on_records(self, data: dict[str, Any]) -> None:
         self.run.rows.extend(data["rows"])
+        self.run.inputs.extend(data["inputs"])
 
     def on_done(self, data: dict[str, Any]) -> None:
-        self.run.rows.extend(data["rows"])
+        self.on_records(data)
         self.run.unsent += int(data["unsent"])
         self.run.abandoned += int(data["abandoned"])
         if data.get("failure"):

@@ -54,6 +54,7 @@ class ProcessState:
         self.unsent = 0
         self.failure: str | None = None
         self.rows: list[dict[str, Any]] = []
+        self.inputs: list[dict[str, Any]] = []
         self.users = 0
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
 
@@ -78,9 +79,11 @@ class ProcessState:
         spent = self.pacer is not None and self.pacer.remaining == 0
         return self.draining or spent
 
-    def take_rows(self) -> list[dict[str, Any]]:
-        rows, self.rows = self.rows, []
-        return rows
+    def take_rows(self) -> dict[str, list[dict[str, Any]]]:
+        """The records and inputs since the last call, for the master."""
+        taken = {"rows": self.rows, "inputs": self.inputs}
+        self.rows, self.inputs = [], []
+        return taken
 
 
 class StreamingUser(User):
@@ -135,6 +138,9 @@ class StreamingUser(User):
 
     def one(self, state: ProcessState, due_ns: int | None) -> str:
         spec = state.workload.request(state.config.users, self.index, self.seq)
+        state.inputs.append(
+            spec.input_row(rung=state.config.label, worker=self.index, seq=self.seq)
+        )
         self.seq += 1
         timer = StreamTimer(spec.audio, decoder=spec.decoder())
         try:
