@@ -119,13 +119,17 @@ def measure(streams: int) -> dict[str, float]:
         "err_p50": float(np.percentile(errors, 50)) if errors else float("nan"),
         "err_p99": float(np.percentile(errors, 99)) if errors else float("nan"),
         "err_max": float(np.max(errors)) if errors else float("nan"),
-        "lag_p99": client.lag_p99_ms if client.lag_p99_ms is not None else float("nan"),
-        "lag_max": client.lag_max_ms if client.lag_max_ms is not None else float("nan"),
-        "cpu": client.cpu_share if client.cpu_share is not None else float("nan"),
-        "fa_lag": client.first_audio_lag_p99_ms or 0.0,
+        "lag_p99": nan_if_none(client.lag_p99_ms),
+        "lag_max": nan_if_none(client.lag_max_ms),
+        "cpu": nan_if_none(client.cpu_share),
+        "fa_lag": nan_if_none(client.first_audio_lag_p99_ms),
         "gc_full": client.gc_full_collections,
-        "gc_max": client.gc_max_ms if client.gc_max_ms is not None else 0.0,
+        "gc_max": client.gc_max_ms or 0.0,
     }
+
+
+def nan_if_none(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def show(row: dict[str, float]) -> None:
