@@ -1,7 +1,8 @@
 """Session fixtures: options, the endpoint, the frozen endpoint and the ladder result.
 
 Measurement is expensive, so everything that measures is session-scoped and computed once, no
-matter how many scenario tests assert on it.
+matter how many scenario tests assert on it. The plugin registers this module on every pytest
+run, so what measures (numpy, pydantic, jinja2 ...) is imported inside the fixtures that use it.
 """
 
 from __future__ import annotations
@@ -13,19 +14,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_tts_scaling.endpoint import Endpoint
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.report import ReportExtras
-from pytest_tts_scaling.schema import TtotalArtifact
+from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:
+    from pytest_tts_scaling.endpoint import Endpoint
     from pytest_tts_scaling.ladder import LadderResult
+    from pytest_tts_scaling.report import ReportExtras
+    from pytest_tts_scaling.schema import TtotalArtifact
 
 
 @pytest.fixture(scope="session")
 def tts_options(pytestconfig: pytest.Config) -> RunOptions:
     """The parsed command-line options of this run."""
-    from pytest_tts_scaling.plugin import OPTIONS_KEY
 
     return pytestconfig.stash[OPTIONS_KEY]
 
@@ -39,7 +40,6 @@ def tts_settings(tts_options: RunOptions) -> ResolvedOptions:
 @pytest.fixture(scope="session")
 def tts_summary(pytestconfig: pytest.Config) -> list[str]:
     """Lines printed in the `tts-scaling` section at the end of the run."""
-    from pytest_tts_scaling.plugin import SUMMARY_KEY
 
     return pytestconfig.stash[SUMMARY_KEY]
 
@@ -115,7 +115,7 @@ def tts_scale_timeline(
     tts_summary: list[str],
 ) -> tuple[TtotalArtifact, Path]:
     """The measured scale-out timeline and where its artifact was written."""
-    from pytest_tts_scaling.scaletimer import run_ttotal, summary_lines
+    from pytest_tts_scaling.ttotal import run_ttotal, summary_lines
 
     if tts_settings.run.qmax_artifact is None:
         pytest.fail("ttotal needs the qmax artifact of this endpoint: pass --qmax-artifact FILE")
@@ -128,7 +128,7 @@ def tts_scale_timeline(
 @pytest.fixture
 def tts_report(request: pytest.FixtureRequest) -> ReportExtras:
     """Pictures, tables and text this test adds to its row of the HTML report."""
-    from pytest_tts_scaling.plugin import EXTRAS_KEY
+    from pytest_tts_scaling.report import ReportExtras
 
     extras = ReportExtras()
     request.node.stash[EXTRAS_KEY] = extras

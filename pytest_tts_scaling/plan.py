@@ -19,10 +19,9 @@ from datetime import datetime
 from fractions import Fraction
 from itertools import pairwise
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
-from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.schema import (
     Finding,
     PlanArtifact,
@@ -39,6 +38,9 @@ from pytest_tts_scaling.simulate import (
     simulate,
     surge_trace,
 )
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.options import RunOptions
 
 # SageMaker ends an invocation after 60 s (SPEC §10).
 INVOCATION_LIMIT_S = 60.0
@@ -58,21 +60,6 @@ REPEAT_SPREAD = 0.10
 SURGE_LEAD_S = 60.0
 # CloudWatch ratios across rungs may spread this much (relative) before it is a warning.
 RATIO_SPREAD = 0.20
-
-FINDING_ORDER = (
-    "measurement_trust",
-    "repeatability",
-    "config_match",
-    "slo_budget",
-    "invocation_ceiling",
-    "queue_depth",
-    "threshold_units",
-    "knee",
-    "surge_survival",
-    "scale_in_safety",
-    "fleet_cost",
-    "provision_stage",
-)
 
 
 @dataclass(frozen=True)

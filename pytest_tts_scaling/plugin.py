@@ -1,7 +1,8 @@
 """pytest hooks: options, markers, scenario selection, report extras and the session summary.
 
-Cheap to import: boto3, torch and matplotlib are imported inside the functions that use them, so
-the plugin costs nothing in a project that does not use it.
+Cheap to import: numpy, pydantic, jinja2, jmespath, boto3, torch and matplotlib are imported inside
+the functions that use them, so the plugin costs nothing in a project that does not use it
+(tests/test_guards.py holds it).
 """
 
 from __future__ import annotations
@@ -10,14 +11,17 @@ import argparse
 import os
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_tts_scaling import fixtures
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import OPTION_SPECS, RunOptions
-from pytest_tts_scaling.report import ReportExtras, Shown
+from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.report import Shown
 
 STEP_MARKERS = {
     "qmax": "Q_max: closed-loop concurrency search under a frozen endpoint.",
@@ -27,10 +31,6 @@ STEP_MARKERS = {
     "validate": "validate: the deployed scaling configuration matches the plan artifact.",
     "validate_live": "validate_live: opt-in checks of the policy under real load.",
 }
-
-OPTIONS_KEY = pytest.StashKey[RunOptions]()
-SUMMARY_KEY = pytest.StashKey[list[str]]()
-EXTRAS_KEY = pytest.StashKey[ReportExtras]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.endpoints import open_endpoint
-    from pytest_tts_scaling.scaletimer import run_ttotal, summary_lines
+    from pytest_tts_scaling.ttotal import run_ttotal, summary_lines
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
     settings = RunOptions.from_namespace(values).for_kind()

@@ -58,7 +58,6 @@ from pytest_tts_scaling.aws.scaleout import (
 from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.errors import InputError, MismatchError
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.scaletimer import run_ttotal
 from pytest_tts_scaling.schema import (
     DeployedConfig,
     Provenance,
@@ -69,6 +68,7 @@ from pytest_tts_scaling.schema import (
 )
 from pytest_tts_scaling.stats import summarize
 from pytest_tts_scaling.timeline import Event, assemble
+from pytest_tts_scaling.ttotal import run_ttotal
 
 SLUG = "g4dnxlarge-8b1b96bc"
 PCM = b"\x01\x00" * 480

@@ -1,0 +1,230 @@
+"""Structure guards: a light plugin import, no import cycles, and a pure core without I/O.
+
+Static where it can be (the import graph is read with `ast`, nothing is imported), so a guard
+fails on the line that breaks it, not on whatever that line happens to pull in at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pytest_tts_scaling"
+
+# SPEC §6: installing the package costs a project nothing until a step is used.
+HEAVY = ("numpy", "pydantic", "jinja2", "jmespath", "boto3", "torch", "matplotlib", "locust")
+
+# Plans, statistics and verdicts: numbers in, numbers out; tests feed them without a network.
+PURE_CORE = (
+    "calibration.disciplines",
+    "calibration.truth",
+    "compare",
+    "decoding",
+    "errors",
+    "fleet.arrivals",
+    "fleet.live",
+    "plan",
+    "records",
+    "schema",
+    "search",
+    "simulate",
+    "stats",
+    "timeline",
+    "verdicts",
+)
+IO_MODULES = frozenset(
+    {
+        "aioboto3",
+        "asyncio",
+        "boto3",
+        "botocore",
+        "h11",
+        "http",
+        "httpx",
+        "jinja2",
+        "locust",
+        "matplotlib",
+        "multiprocessing",
+        "os",
+        "pytest",
+        "requests",
+        "selectors",
+        "shutil",
+        "signal",
+        "socket",
+        "ssl",
+        "subprocess",
+        "tempfile",
+        "threading",
+        "time",
+        "torch",
+        "urllib",
+        "websockets",
+    }
+)
+# (module, import) pairs that name I/O without doing any, each with why.
+IO_ALLOWED = {
+    # Exception classes only: a failed exchange is classified by isinstance, nothing is opened.
+    ("records", "socket"),
+    ("records", "ssl"),
+    # time.monotonic_ns stamps on the record a transport fills; records opens nothing.
+    ("records", "time"),
+}
+IO_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_bytes"})
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports_of(name: str) -> set[str]:
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return imports_in(path.read_text(encoding="utf-8"), package)
+
+
+def imports_in(source: str, package: str) -> set[str]:
+    """Every module `source` imports at run time: module level and inside functions.
+
+    Function-level imports count: a cycle moved into a function body is still two modules that
+    each need the other, it only fails later. `if TYPE_CHECKING:` blocks do not run, so they
+    do not count.
+    """
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(
+                f"{target}.{alias.name}"
+                for alias in node.names
+                if f"{target}.{alias.name}" in MODULES
+            )
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def internal_graph() -> dict[str, set[str]]:
+    return {name: {i for i in imports_of(name) if i in MODULES and i != name} for name in MODULES}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as the list of modules around it, or None (depth-first, three colours)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return [*stack[stack.index(target) :], target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_importing_the_plugin_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, pytest_tts_scaling.plugin\n"
+        f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "", f"importing the plugin imported: {done.stdout.strip()}"
+
+
+def test_a_pytest_run_that_uses_no_step_imports_nothing_heavy(pytester: pytest.Pytester) -> None:
+    """Options parsed, markers and fixtures registered, a test run: still nothing heavy.
+
+    pytest-html and pytest-metadata are left out: pytest-html imports jinja2 itself.
+    """
+    pytester.makepyfile(
+        f"""
+        import sys
+
+        def test_light(tts_options):
+            loaded = [m for m in {HEAVY!r} if m in sys.modules]
+            assert loaded == []
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:html", "-p", "no:metadata", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_find_cycle_reports_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles_among_the_package_modules() -> None:
+    cycle = find_cycle(internal_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_pure_core_imports_no_io_and_only_pure_core() -> None:
+    core = {f"pytest_tts_scaling.{name}" for name in PURE_CORE}
+    problems: list[str] = []
+    for full in sorted(core):
+        short = full.removeprefix("pytest_tts_scaling.")
+        for imported in sorted(imports_of(full)):
+            top = imported.split(".")[0]
+            if imported in MODULES and imported not in core and imported != "pytest_tts_scaling":
+                problems.append(f"{short} imports {imported}, outside the pure core")
+            elif top in IO_MODULES and (short, top) not in IO_ALLOWED:
+                problems.append(f"{short} imports {imported}")
+        tree = ast.parse(MODULES[full].read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if called in IO_CALLS:
+                    problems.append(f"{short}:{node.lineno} calls {called}()")
+    assert problems == []
+
+
+def test_imports_in_reads_function_bodies_and_skips_type_checking() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pytest_tts_scaling.options import RunOptions\n"
+        "def f():\n    import socket\n    from . import schema\n    return socket\n"
+    )
+    found = imports_in(source, "pytest_tts_scaling")
+    assert {"socket", "pytest_tts_scaling", "pytest_tts_scaling.schema"} <= found
+    assert "pytest_tts_scaling.options" not in found
