@@ -330,11 +330,12 @@ def _standard_error(rung: Rung, side: Literal["up", "down"]) -> float:
         z = NormalDist().inv_cdf(0.5 + ci.level / 2)
         half = ci.high - p95 if side == "up" else p95 - ci.low
         return max(half, 0.0) / z
-    if summary.count >= 2 and summary.p90 is not None and summary.p99 is not None:
+    count = summary.count or 0
+    if count >= 2 and summary.p90 is not None and summary.p99 is not None:
         spread = summary.p99 - summary.p90
         if spread > 0:
             density = (0.99 - 0.90) / spread
-            return math.sqrt(QUANTILE * (1 - QUANTILE) / summary.count) / density
+            return math.sqrt(QUANTILE * (1 - QUANTILE) / count) / density
     return 0.0
 
 

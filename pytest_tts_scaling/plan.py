@@ -999,7 +999,7 @@ def report_lines(plan: PlanArtifact) -> list[str]:
     ]
     for finding in plan.findings:
         lines.append(f"  {finding.name:<20} {finding.verdict:<5} {finding.detail}")
-        if finding.verdict != "ok":
+        if finding.verdict != "ok" and finding.recommendation:
             lines.append(f"  {'':<20} {'':<5} -> {finding.recommendation}")
     lines.append(f"verdict: {plan.verdict}")
     return lines

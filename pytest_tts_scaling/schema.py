@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 QMAX_SCHEMA: Final = "tts-scaling/qmax/1"
 TTOTAL_SCHEMA: Final = "tts-scaling/ttotal/1"
@@ -24,9 +24,13 @@ class _Model(BaseModel):
 
 
 class Summary(_Model):
-    """Distribution of one per-request metric (SPEC §3), computed by :func:`stats.summarize`."""
+    """Distribution of one per-request metric (SPEC §3), computed by :func:`stats.summarize`.
 
-    count: int = Field(ge=0)
+    SPEC §5 promises the moments and quantiles, not `count`: a summary read without one has
+    count None (a rung fills it in from its completed requests).
+    """
+
+    count: int | None = Field(default=None, ge=0)
     mean: float | None
     min: float | None
     max: float | None
@@ -123,6 +127,14 @@ class ClientTiming(_Model):
 
 class Rung(_Model):
     """One concurrency level of the ladder and its verdict."""
+
+    @model_validator(mode="after")
+    def _counts_from_completed(self) -> Rung:
+        """A rung read without counts (SPEC §5 does not promise them): one per completed request."""
+        for summary in (self.ttfab_ms, self.latency_ms):
+            if summary.count is None:
+                summary.count = self.completed
+        return self
 
     concurrency: int = Field(ge=1)
     usable: bool
@@ -242,7 +254,8 @@ class Finding(_Model):
     name: str
     verdict: Verdict
     detail: str
-    recommendation: str
+    # None where there is nothing to recommend (SPEC §5 names the field, not its value).
+    recommendation: str | None = None
 
 
 class PlanArtifact(_Model):
