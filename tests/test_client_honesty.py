@@ -11,8 +11,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from fault_server import FaultServer
 
+from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.endpoint import UrlEndpoint
 from pytest_tts_scaling.ladder import run_ladder
 from pytest_tts_scaling.loadgen import (
@@ -195,7 +195,7 @@ def test_a_rung_the_client_could_not_keep_time_in_is_client_saturated(tmp_path: 
         artifacts_dir=tmp_path,
         endpoint_url="http://127.0.0.1:1",
     ).for_kind()
-    with FaultServer(first_audio_s=0.02, service_s=0.05) as server:
+    with SerialStreamServer(service_s=0.05, first_audio_s=0.02, slots=2) as server:
         result = run_ladder(HogEndpoint(server.base_url), settings, progress=print)
     by_n = {r.concurrency: r for r in result.artifact.rungs}
     one, two = by_n[1], by_n[2]

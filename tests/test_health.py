@@ -13,6 +13,8 @@ import pytest
 from fault_server import FaultServer
 
 from pytest_tts_scaling import cli
+from pytest_tts_scaling.calibration import SerialStreamServer
+from pytest_tts_scaling.calibration.disciplines import Faults
 from pytest_tts_scaling.endpoint import UrlEndpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.health import require_answer
@@ -106,20 +108,20 @@ def test_an_error_on_every_answer_is_a_broken_endpoint(status: int, said: str) -
     with FaultServer(status=status) as server:
         with pytest.raises(EndpointUnavailable, match=f"does not answer: {said} \\(3 of 3"):
             require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=5)
-        assert server.served == 3
+        assert server.requests_seen == 3
 
 
 def test_silence_after_the_headers_is_a_stall_within_the_bound() -> None:
-    with FaultServer(stall_after=0) as server:
+    with SerialStreamServer(faults=Faults(stall_after_headers=True)) as server:
         started = time.monotonic()
         with pytest.raises(EndpointUnavailable, match=r"sent nothing for 1 s \(stalled\)"):
             require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=1)
         assert time.monotonic() - started < 2.5
-        assert server.served == 1  # a stall is not retried
+        assert server.requests_seen == 1  # a stall is not retried
 
 
 def test_a_healthy_endpoint_passes_the_probe_with_one_request() -> None:
-    with FaultServer() as server:
+    with SerialStreamServer(service_s=0.05, first_audio_s=0.02) as server:
         probe = require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=5)
     assert probe.healthy
     assert probe.summary()["requests"] == 1
@@ -131,7 +133,7 @@ def test_a_healthy_endpoint_passes_the_probe_with_one_request() -> None:
 def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
     fault: str, tmp_path: Path, quick_stalls: float
 ) -> None:
-    with FaultServer() as server:
+    with FaultServer(service_s=0.05, first_audio_s=0.02, slots=4) as server:
 
         class FailsAtTwo(UrlEndpoint):
             """The server fails as the ladder reaches N=2 (rung 1 was measured)."""
@@ -139,7 +141,7 @@ def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
             def transport(self, name: str, *, concurrency: int) -> Transport:
                 if concurrency >= 2:
                     if fault == "stalls":
-                        server.stall_after = server.served
+                        server.faults = Faults(stop_after=server.requests_seen)
                     else:
                         server.stop_listening()
                 return super().transport(name, concurrency=concurrency)
@@ -167,7 +169,8 @@ def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
 
 
 def test_the_503_body_names_the_bound_and_a_ladder_above_it_is_refused(tmp_path: Path) -> None:
-    with FaultServer(first_audio_s=0.1, service_s=0.2, gate=2) as server:
+    gated = Faults(max_queue_depth=2)
+    with SerialStreamServer(service_s=0.2, first_audio_s=0.1, slots=2, faults=gated) as server:
         endpoint = UrlEndpoint(server.base_url)
         with pytest.raises(InputError) as caught:
             run_ladder(endpoint, settings(server.base_url, tmp_path, "1,3,5"), progress=print)
@@ -186,7 +189,8 @@ def test_the_503_body_names_the_bound_and_a_ladder_above_it_is_refused(tmp_path:
 
 
 def test_allow_shallow_queue_measures_on_and_names_the_bound(tmp_path: Path) -> None:
-    with FaultServer(first_audio_s=0.1, service_s=0.2, gate=2) as server:
+    gated = Faults(max_queue_depth=2)
+    with SerialStreamServer(service_s=0.2, first_audio_s=0.1, slots=2, faults=gated) as server:
         endpoint = UrlEndpoint(server.base_url)
         result = run_ladder(
             endpoint,

@@ -4,9 +4,8 @@ import asyncio
 import time
 from collections import Counter
 
-from fault_server import FaultServer
-
 from pytest_tts_scaling.calibration import SerialStreamServer
+from pytest_tts_scaling.calibration.disciplines import Faults
 from pytest_tts_scaling.loadgen import ClosedLoop
 from pytest_tts_scaling.records import RequestRecord
 from pytest_tts_scaling.transports import admission_bound, error_outcome
@@ -76,7 +75,8 @@ def test_connection_refused_is_a_failed_request_not_a_crash() -> None:
 def test_one_answer_in_ten_without_audio_is_counted_as_an_error() -> None:
     """Headers, then the connection drops: `no_audio`, counted among the rung's failures."""
     workload = Workload()
-    with FaultServer(first_audio_s=0.005, service_s=0.01, drop_every=10) as server:
+    drops = Faults(error_every=10)
+    with SerialStreamServer(service_s=0.01, first_audio_s=0.005, slots=2, faults=drops) as server:
 
         async def go() -> list[RequestRecord]:
             transport = HttpStreamTransport(server.base_url)
@@ -87,7 +87,7 @@ def test_one_answer_in_ten_without_audio_is_counted_as_an_error() -> None:
             return loop.records
 
         records = asyncio.run(go())
-    served = server.served
+    served = server.requests_seen
     failed = [r for r in records if r.status != "ok"]
     assert {(r.status, r.error_code, r.http_status) for r in failed} == {("error", "no_audio", 200)}
     assert len(failed) == served // 10
@@ -104,7 +104,9 @@ def test_one_answer_in_ten_without_audio_is_counted_as_an_error() -> None:
 
 def test_a_stalled_answer_is_cut_at_the_stall_bound_not_drained_for_30_s() -> None:
     workload = Workload()
-    with FaultServer(first_audio_s=0.01, service_s=0.02, stall_after=3) as server:
+    with SerialStreamServer(
+        service_s=0.02, first_audio_s=0.01, faults=Faults(stop_after=3)
+    ) as server:
 
         async def go() -> tuple[list[RequestRecord], float, bool]:
             transport = HttpStreamTransport(server.base_url)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import struct
 
 import pytest
-from fault_server import FaultServer, list_chunk, riff_header
 from tts_container.audio import wav_header
 
+from pytest_tts_scaling.calibration import SerialStreamServer
+from pytest_tts_scaling.calibration.disciplines import Faults
+from pytest_tts_scaling.calibration.server import PCM_BYTES_PER_S
 from pytest_tts_scaling.decoding import JsonFieldDecoder, RawAudioDecoder, compile_field
 from pytest_tts_scaling.loadgen import ClosedLoop
 from pytest_tts_scaling.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
@@ -17,6 +20,28 @@ from pytest_tts_scaling.transports.http import HttpStreamTransport
 from pytest_tts_scaling.workload import Workload
 
 AUDIO = b"\x01\x00" * 2400  # 0.1 s at 24 kHz
+
+
+def riff_header(*, rate: int = 24000, extra: bytes = b"", data_size: int = 0xFFFFFFFF) -> bytes:
+    """A RIFF/WAVE header with `extra` chunks between `fmt ` and `data` (the container's
+    `wav_header` writes none)."""
+    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
+    sizes = struct.pack("<I", 0xFFFFFFFF), struct.pack("<I", len(fmt))
+    return (
+        b"RIFF"
+        + sizes[0]
+        + b"WAVEfmt "
+        + sizes[1]
+        + fmt
+        + extra
+        + b"data"
+        + struct.pack("<I", data_size)
+    )
+
+
+def list_chunk(text: bytes = b"INFOISFT\x05\x00\x00\x00test\x00") -> bytes:
+    """A LIST chunk as encoders write it (odd sizes are padded to a word)."""
+    return b"LIST" + struct.pack("<I", len(text)) + text + (b"\x00" if len(text) % 2 else b"")
 
 
 def count(pieces: list[bytes]) -> tuple[int, list[int]]:
@@ -91,11 +116,10 @@ def test_ttfab_is_the_first_audio_byte_not_the_header() -> None:
 
 def test_wav_answer_to_a_pcm_request_over_http() -> None:
     """The issue's case: a WAV answer to a pcm request measured 0.4 ms against a true 300 ms."""
-    header = riff_header(extra=list_chunk())
-    pieces = [header[:10], header[10:37], header[37:]]
     workload = Workload()  # format pcm
     assert workload.request(1, 0, 0).body["format"] == "pcm"
-    with FaultServer(first_audio_s=0.3, service_s=0.35, wav_pieces=pieces) as server:
+    wav = Faults(wav_header=True)  # a header with a LIST chunk, sent as the answer starts
+    with SerialStreamServer(service_s=0.35, first_audio_s=0.3, chunks=2, faults=wav) as server:
 
         async def go() -> list[RequestRecord]:
             transport = HttpStreamTransport(server.base_url)
@@ -112,7 +136,7 @@ def test_wav_answer_to_a_pcm_request_over_http() -> None:
         assert record.ttfab_ms >= 300.0
         sent = server.first_audio_sent_ns[record.request_id]
         assert (record.start_ns + record.ttfab_ms * 1e6 - sent) / 1e6 < 50
-        assert record.audio_bytes == server.chunks * server.chunk_bytes
+        assert record.audio_bytes == 2 * int(PCM_BYTES_PER_S * 0.35 / 2)
 
 
 def test_requested_format_no_longer_decides() -> None:
