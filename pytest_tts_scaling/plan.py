@@ -38,6 +38,7 @@ from pytest_tts_scaling.simulate import (
     simulate,
     surge_trace,
 )
+from pytest_tts_scaling.timeline import parse_iso
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.options import RunOptions
@@ -377,7 +378,7 @@ def _stage_durations(ttotal: TtotalArtifact) -> list[tuple[str, float]]:
     timed: list[tuple[datetime, str]] = []
     for stage in ttotal.stages:
         try:
-            at = datetime.fromisoformat(stage.at.replace("Z", "+00:00"))
+            at = parse_iso(stage.at)
         except ValueError:
             raise ArtifactError(
                 f"ttotal artifact: field 'stages.{stage.stage}.at': expected ISO 8601, "

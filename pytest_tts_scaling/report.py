@@ -374,17 +374,12 @@ def underrun_svg(artifact: QmaxArtifact) -> str:
 def timed_stages(artifact: TtotalArtifact) -> list[Stage]:
     """The stages with their seconds since desired_set; an artifact that holds only the times
     (`at`) is timed by the same assembly ttotal uses."""
-    from datetime import datetime
-
-    from pytest_tts_scaling.timeline import Event, assemble
+    from pytest_tts_scaling.timeline import Event, assemble, parse_iso
 
     if all(s.elapsed_s is not None for s in artifact.stages):
         return list(artifact.stages)
     try:
-        events = [
-            Event(s.stage, datetime.fromisoformat(s.at.replace("Z", "+00:00")), s.source, s.bounded)
-            for s in artifact.stages
-        ]
+        events = [Event(s.stage, parse_iso(s.at), s.source, s.bounded) for s in artifact.stages]
         return assemble(events).stages
     except ValueError:
         return list(artifact.stages)  # unknown stages or no desired_set: draw what is timed

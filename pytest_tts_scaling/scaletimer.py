@@ -34,6 +34,7 @@ from pytest_tts_scaling.timeline import (
     assemble,
     from_epoch_ns,
     iso,
+    parse_iso,
     probe_rung,
     recovered_at_ns,
     recovery_threshold_ms,
@@ -71,7 +72,7 @@ def marker_events(lines: list[tuple[float, str]]) -> list[Event]:
             continue
         try:
             marker = json.loads(payload)
-            at = datetime.fromisoformat(marker["at"].replace("Z", "+00:00"))
+            at = parse_iso(marker["at"])
         except (ValueError, KeyError, TypeError):
             continue
         events.append(Event(marker["marker"], at, "container log marker"))

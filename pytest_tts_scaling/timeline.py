@@ -65,7 +65,18 @@ def from_epoch_ns(epoch_ns: int) -> datetime:
 
 
 def iso(at: datetime) -> str:
-    return at.isoformat().replace("+00:00", "Z")
+    """The one time format on disk: ISO 8601 in UTC with `Z` (naive values are taken as UTC)."""
+    utc = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return utc.isoformat().replace("+00:00", "Z")
+
+
+def parse_iso(value: str) -> datetime:
+    """ISO 8601 read back leniently: `Z`, any offset, or none (taken as UTC); aware UTC out.
+
+    Raises ValueError, which each caller turns into its own message naming the field.
+    """
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def assemble(events: Iterable[Event], expected: Sequence[str] = STAGE_ORDER) -> Timeline:

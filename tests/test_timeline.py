@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from factories import make_rung
@@ -11,6 +11,8 @@ from pytest_tts_scaling.schema import DeployedConfig, Provenance, QmaxArtifact
 from pytest_tts_scaling.timeline import (
     Event,
     assemble,
+    iso,
+    parse_iso,
     probe_rung,
     recovered_at_ns,
     recovery_threshold_ms,
@@ -138,3 +140,16 @@ def test_recovery_is_the_first_full_window_under_the_threshold() -> None:
     assert found == int(20e9)
     assert recovered_at_ns(records, after_ns=0, window_s=60, threshold_ms=400) is None
     assert recovered_at_ns(records, after_ns=0, window_s=10, threshold_ms=100) is None
+
+
+def test_one_time_format_on_disk_read_back_leniently() -> None:
+    at = datetime(2026, 12, 1, 10, 0, 0, 250000, tzinfo=UTC)
+    assert iso(at) == "2026-12-01T10:00:00.250000Z"
+    assert iso(at.astimezone(timezone(timedelta(hours=2)))) == "2026-12-01T10:00:00.250000Z"
+    assert iso(at.replace(tzinfo=None)) == "2026-12-01T10:00:00.250000Z"
+    for written in ("2026-12-01T10:00:00.25Z", "2026-12-01T10:00:00.25+00:00",
+                    "2026-12-01T12:00:00.25+02:00", "2026-12-01T10:00:00.25"):  # fmt: skip
+        assert parse_iso(written) == at
+        assert parse_iso(written).tzinfo is UTC
+    with pytest.raises(ValueError, match="Invalid isoformat"):
+        parse_iso("1 Dec 2026")

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pytest_tts_scaling.aws.clients import Clock, aws_errors
 from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.schema import Rung
+from pytest_tts_scaling.timeline import parse_iso
 
 NAMESPACE = "AWS/SageMaker"
 METRIC = "ConcurrentRequestsPerModel"
@@ -29,12 +30,6 @@ OLDEST_PERIOD_S = 3600
 # The metric lags about 2 minutes; past this after the last window the join takes what it has.
 MAX_LAG_S = 6 * 60.0
 POLL_S = 20.0
-
-
-def parse_time(value: str) -> datetime:
-    """ISO 8601 to an aware UTC datetime (naive values are taken as UTC)."""
-    parsed = datetime.fromisoformat(value)
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def period_for(start: datetime, now: datetime) -> int:
@@ -73,10 +68,10 @@ def annotate_rungs(
     """
     now = clock.now()
     windows = [
-        _Window(i, start, parse_time(r.window_end), period_for(start, now))
+        _Window(i, start, parse_iso(r.window_end), period_for(start, now))
         for i, r in enumerate(rungs)
         if r.window_start and r.window_end
-        for start in (parse_time(r.window_start),)
+        for start in (parse_iso(r.window_start),)
     ]
     if not windows:
         return list(rungs)

@@ -23,7 +23,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
@@ -51,6 +51,7 @@ from pytest_tts_scaling.aws.lock import (
     write_lock,
 )
 from pytest_tts_scaling.errors import ArtifactError, InputError
+from pytest_tts_scaling.timeline import iso, parse_iso
 
 FREEZE_SCHEMA = "tts-scaling/freeze/1"
 IN_SERVICE_TIMEOUT_S = 30 * 60.0
@@ -198,7 +199,7 @@ def take_snapshot(
     return FreezeSnapshot(
         endpoint=endpoint,
         variant=variant.name,
-        created_at=clients.clock.now().astimezone(UTC).isoformat(),
+        created_at=iso(clients.clock.now()),
         pid=os.getpid(),
         target=None
         if target is None
@@ -905,7 +906,7 @@ def _clear_suspensions(
 
 def snapshot_age(snapshot: FreezeSnapshot, now: datetime) -> str:
     try:
-        created = datetime.fromisoformat(snapshot.created_at)
+        created = parse_iso(snapshot.created_at)
     except ValueError:
         return "unknown age"
     seconds = max(0.0, (now - created).total_seconds())
