@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 EndpointKind = Literal["local", "url", "sagemaker"]
+N = TypeVar("N", int, float)
 
 DEFAULT_MODEL = "kokoro-82m"
 DEFAULT_SLO_MS = 3000.0
@@ -41,44 +42,31 @@ def _fail(value: str, expected: str) -> argparse.ArgumentTypeError:
     return argparse.ArgumentTypeError(f"Could not parse value {value!r}: expected {expected}")
 
 
-def positive_float(value: str) -> float:
+def _number(value: str, kind: Callable[[str], N], ok: Callable[[N], bool], expected: str) -> N:
+    """The one number parser behind every numeric option: `kind(value)` that `ok` accepts."""
     try:
-        parsed = float(value)
+        parsed = kind(value)
     except ValueError:
-        raise _fail(value, "a positive number") from None
-    if not math.isfinite(parsed) or parsed <= 0:
-        raise _fail(value, "a positive number")
+        raise _fail(value, expected) from None
+    if (isinstance(parsed, float) and not math.isfinite(parsed)) or not ok(parsed):
+        raise _fail(value, expected)
     return parsed
+
+
+def positive_float(value: str) -> float:
+    return _number(value, float, lambda x: x > 0, "a positive number")
 
 
 def non_negative_float(value: str) -> float:
-    try:
-        parsed = float(value)
-    except ValueError:
-        raise _fail(value, "a number >= 0") from None
-    if not math.isfinite(parsed) or parsed < 0:
-        raise _fail(value, "a number >= 0")
-    return parsed
+    return _number(value, float, lambda x: x >= 0, "a number >= 0")
 
 
 def positive_int(value: str) -> int:
-    try:
-        parsed = int(value)
-    except ValueError:
-        raise _fail(value, "a whole number >= 1") from None
-    if parsed < 1:
-        raise _fail(value, "a whole number >= 1")
-    return parsed
+    return _number(value, int, lambda x: x >= 1, "a whole number >= 1")
 
 
 def non_negative_int(value: str) -> int:
-    try:
-        parsed = int(value)
-    except ValueError:
-        raise _fail(value, "a whole number >= 0") from None
-    if parsed < 0:
-        raise _fail(value, "a whole number >= 0")
-    return parsed
+    return _number(value, int, lambda x: x >= 0, "a whole number >= 0")
 
 
 def ladder(value: str) -> tuple[int, ...]:
@@ -94,13 +82,7 @@ def ladder(value: str) -> tuple[int, ...]:
 
 
 def surge_ratio(value: str) -> float:
-    try:
-        parsed = float(value)
-    except ValueError:
-        raise _fail(value, "a number in [1, 1.5)") from None
-    if not 1.0 <= parsed < 1.5:
-        raise _fail(value, "a number in [1, 1.5)")
-    return parsed
+    return _number(value, float, lambda x: 1.0 <= x < 1.5, "a number in [1, 1.5)")
 
 
 def endpoint_url(value: str) -> str:

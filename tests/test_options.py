@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,10 @@ from pytest_tts_scaling.options import (
     RunOptions,
     endpoint_name,
     ladder,
+    non_negative_float,
+    non_negative_int,
     positive_float,
+    positive_int,
     surge_ratio,
 )
 
@@ -29,7 +33,25 @@ def test_positive_float_rejects(bad: str) -> None:
         positive_float(bad)
 
 
-@pytest.mark.parametrize("bad", ["0.99", "1.5", "2", "x"])
+@pytest.mark.parametrize(
+    ("parse", "good", "bad", "expected"),
+    [
+        (non_negative_float, {"0": 0.0, "2.5": 2.5}, ["-0.1", "nan", "-inf", "x"], "a number >= 0"),
+        (positive_int, {"1": 1, "32": 32}, ["0", "-3", "1.5", "x"], "a whole number >= 1"),
+        (non_negative_int, {"0": 0, "7": 7}, ["-1", "2.0", ""], "a whole number >= 0"),
+    ],
+)
+def test_each_number_option_parses_or_names_what_it_expected(
+    parse: Any, good: dict[str, float], bad: list[str], expected: str
+) -> None:
+    assert {value: parse(value) for value in good} == good
+    for value in bad:
+        with pytest.raises(argparse.ArgumentTypeError) as failed:
+            parse(value)
+        assert str(failed.value) == f"Could not parse value {value!r}: expected {expected}"
+
+
+@pytest.mark.parametrize("bad", ["0.99", "1.5", "2", "x", "nan"])
 def test_surge_ratio_range(bad: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=r"\[1, 1.5\)"):
         surge_ratio(bad)
