@@ -16,13 +16,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# Windows long enough for a busy 2-core machine: at load average 4.5 one request of the untrained
+# model took 7 s (the first one 18 s), so a 5 s window could see nothing complete. Until the
+# ladder extends a window to a minimum of completions, the window itself is that long.
 SHORT = [
     "--ladder",
     "1,2",
     "--hold-s",
-    "10",
+    "30",
     "--measure-s",
-    "6",
+    "20",
     "--gap-s",
     "0",
     "--slo-ms",
@@ -126,9 +129,9 @@ def test_local_bidi_session_is_measured(tmp_path: Path) -> None:
             "--ladder",
             "1",
             "--hold-s",
-            "8",
+            "40",
             "--measure-s",
-            "5",
+            "25",
             "--slo-ms",
             "60000",
             "--artifacts-dir",
