@@ -19,10 +19,11 @@ from typing import NoReturn
 import numpy as np
 
 from pytest_tts_scaling import __version__
-from pytest_tts_scaling.artifacts import append_jsonl, save
+from pytest_tts_scaling.artifacts import append_jsonl, keep_previous, kept_lines, save
 from pytest_tts_scaling.endpoint import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.health import learn_admission_bound, require_answer, silence_after
+from pytest_tts_scaling.host import load_average
 from pytest_tts_scaling.loadgen import RungRun, client_lag_bound_ms, run_rung, stall_bound_s
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.records import RequestRecord, RequestSpec
@@ -40,6 +41,7 @@ from pytest_tts_scaling.timeline import from_epoch_ns, iso
 from pytest_tts_scaling.verdicts import (
     MAX_MEASUREMENTS,
     RungInputs,
+    falls_in_p95,
     goodput_ttfab_ms,
     judge,
     select_qmax,
@@ -49,6 +51,12 @@ from pytest_tts_scaling.workload import Workload, workload_for
 
 # A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
 MAX_EXTENSIONS = 2
+# A p95 of fewer completed requests is little more than their largest: a rung short of this many is
+# held up to MAX_SAMPLE_EXTENSIONS extra windows to reach it, and flagged `few_samples` if not.
+MIN_COMPLETIONS = 20
+MAX_SAMPLE_EXTENSIONS = 4
+# The longest a rung can be held: hold plus this many measure windows.
+MOST_EXTENSIONS = max(MAX_EXTENSIONS, MAX_SAMPLE_EXTENSIONS)
 # While a rung runs, a progress line this often (and one when its measure window opens).
 PROGRESS_EVERY_S = 10.0
 
@@ -76,6 +84,7 @@ class LadderResult:
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
         lines.extend(client_saturation_lines(a.rungs))
+        lines.extend(trust_lines(a))
         return lines
 
 
@@ -94,6 +103,33 @@ def client_saturation_lines(rungs: list[Rung]) -> list[str]:
         f"{(client.cpu_share or 0) * 100:.0f}%); it kept time up to {kept}: measure higher "
         "concurrency from more client processes"
     ]
+
+
+def trust_lines(a: QmaxArtifact) -> list[str]:
+    """What makes the numbers less trustworthy than they look: a busy host, thin rungs, a fall."""
+    lines: list[str] = []
+    host = a.host
+    loads = [r.load_avg_1m for r in a.rungs if r.load_avg_1m is not None]
+    if host is not None and loads and max(loads) > host.cpu_count:
+        shared = "shared by the server and the client" if host.cores_shared else "split"
+        lines.append(
+            f"qmax: the host was busy: load average up to {max(loads):.1f} on {host.cpu_count} "
+            f"cores ({shared}); the curve measures this machine's contention too"
+        )
+    thin = sorted({r.concurrency for r in a.rungs if r.few_samples})
+    if thin:
+        lines.append(
+            f"qmax: N={', '.join(map(str, thin))} judged on fewer than {MIN_COMPLETIONS} "
+            "completed requests, even after extending the window: their p95 is little more "
+            "than their slowest request (use a longer --measure-s)"
+        )
+    if a.non_monotonic:
+        lines.append(
+            f"qmax: p95 TTFAB fell at N={', '.join(map(str, a.non_monotonic))} below a lower "
+            "rung's, beyond both intervals: the host or the endpoint changed during the run; "
+            "re-run it on a quiet machine"
+        )
+    return lines
 
 
 def verdict_words(a: QmaxArtifact) -> str:
@@ -139,7 +175,7 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
         f"hold {settings.hold_s:g} s (last {settings.measure_s:g} s measured), gap "
         f"{settings.gap_s:g} s, runs {run.runs}"
     )
-    longest_rung_s = settings.hold_s + MAX_EXTENSIONS * settings.measure_s
+    longest_rung_s = settings.hold_s + MOST_EXTENSIONS * settings.measure_s
     if settings.ladder is None:
         rungs = worst_case_rungs(settings.max_concurrency)
         worst = rungs * MAX_MEASUREMENTS
@@ -153,7 +189,7 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
             f"estimate: about {typical_s / 60:.1f} min (4-6 rungs); worst case "
             f"{worst_s / 60:.1f} min: {rungs} concurrencies, each measured up to "
             f"{MAX_MEASUREMENTS} times (again when unusable, re-tested when a failure is "
-            f"doubtful) and held up to {MAX_EXTENSIONS} extra measure windows",
+            f"doubtful) and held up to {MOST_EXTENSIONS} extra measure windows",
         ]
     ladder = settings.ladder
     estimate = schedule_estimate_s(ladder, settings.hold_s, settings.gap_s)
@@ -170,8 +206,8 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
         elapsed += settings.hold_s
     lines.append(
         f"estimate: {run.runs * estimate / 60:.1f} min if every rung is climbed, plus up to "
-        f"{MAX_EXTENSIONS} extra measure windows per inconclusive rung and bisection rungs after "
-        "the first failure; the ladder stops after two failing rungs"
+        f"{MOST_EXTENSIONS} extra measure windows per inconclusive or sparse rung and bisection "
+        "rungs after the first failure; the ladder stops after two failing rungs"
     )
     return lines
 
@@ -232,6 +268,8 @@ def run_ladder(
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")
     inputs_path = path.with_name(path.stem + ".inputs.jsonl")
+    for line in kept_lines(keep_previous([path, records_path, inputs_path])):
+        progress(f"qmax: {line}")
     records_path.parent.mkdir(parents=True, exist_ok=True)
     records_path.write_text("")
     inputs_path.write_text("")
@@ -244,6 +282,7 @@ def run_ladder(
     )
     runs: list[list[Rung]] = []
     started = time.monotonic()
+    host = endpoint.host()
 
     def artifact(rungs: list[Rung], complete: bool, stop_reason: str | None) -> QmaxArtifact:
         q_max, bracketed = select_qmax(rungs, settings.slo_ms)
@@ -285,6 +324,8 @@ def run_ladder(
             admission_bound=endpoint.queue_max_depth,
             admission_bound_source=endpoint.queue_max_depth_source,
             probe=health.summary(),
+            host=host,
+            non_monotonic=falls_in_p95(rungs),
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -416,8 +457,8 @@ def _measure_rung(
                     concurrency=concurrency,
                     hold_s=settings.hold_s,
                     measure_s=settings.measure_s,
-                    should_extend=lambda window: straddles_slo(window, settings.slo_ms),
-                    max_extensions=MAX_EXTENSIONS,
+                    should_extend=extension_rule(settings.slo_ms),
+                    max_extensions=MOST_EXTENSIONS,
                     stall_s=stall_bound_s(settings.slo_ms),
                     on_record=heard.append,
                 )
@@ -452,7 +493,34 @@ def _measure_rung(
         settings.slo_ms,
     )
     client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
-    return rung.model_copy(update={"extensions": result.extensions, "client": client}), result
+    update = {
+        "extensions": result.extensions,
+        "client": client,
+        "few_samples": rung.completed < MIN_COMPLETIONS,
+        "load_avg_1m": load_average(),
+    }
+    return rung.model_copy(update=update), result
+
+
+def extension_rule(slo_ms: float) -> Callable[[list[RequestRecord]], bool]:
+    """Whether a rung's window needs one more measure window, given the extensions so far.
+
+    Too few completions for a p95 (MIN_COMPLETIONS) earn up to MAX_SAMPLE_EXTENSIONS more
+    windows, so a slow or busy endpoint is judged on enough requests rather than on one; a p95
+    interval that contains the SLO earns up to MAX_EXTENSIONS.
+    """
+    granted = 0
+
+    def should_extend(window: list[RequestRecord]) -> bool:
+        nonlocal granted
+        completed = sum(1 for r in window if r.status == "ok")
+        wanted = (completed < MIN_COMPLETIONS and granted < MAX_SAMPLE_EXTENSIONS) or (
+            granted < MAX_EXTENSIONS and straddles_slo(window, slo_ms)
+        )
+        granted += wanted
+        return wanted
+
+    return should_extend
 
 
 def started_in_window(result: RungRun) -> list[RequestRecord]:

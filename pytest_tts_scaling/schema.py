@@ -181,7 +181,10 @@ class Rung(_Model):
     # doubtful failure is re-tested before it caps Q_max.
     remeasured: int = Field(default=0, ge=0)
     earlier: list[str] = Field(default_factory=list)
+    # The host's 1-minute load average when the rung ended (a local run shares its host).
     load_avg_1m: float | None = None
+    # Fewer completions than a p95 needs (ladder.MIN_COMPLETIONS), even after extending.
+    few_samples: bool = False
 
 
 class QmaxArtifact(_Model):
@@ -213,6 +216,8 @@ class QmaxArtifact(_Model):
     admission_bound_source: str | None = None
     probe: dict[str, object] = Field(default_factory=dict)
     host: Host | None = None
+    # Rungs whose p95 TTFAB fell below a lower rung's beyond both intervals (a changing host).
+    non_monotonic: list[int] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

@@ -234,3 +234,25 @@ def select_qmax(rungs: Sequence[Rung], slo_ms: float) -> tuple[int | None, bool]
         c > q_max and s == "fail" and clearly_above(r, slo_ms) for c, (r, s) in stands.items()
     )
     return q_max, bracketed
+
+
+def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
+    """Concurrencies whose p95 TTFAB lies wholly below that of a lower usable rung.
+
+    A closed loop on a steady server cannot get faster with more requests in flight, so such a
+    fall, beyond both confidence intervals, says the host or the endpoint changed during the run.
+    """
+    usable = sorted(
+        (r for r in rungs if r.usable and r.ttfab_p95_ci_ms is not None),
+        key=lambda r: r.concurrency,
+    )
+    fallen: list[int] = []
+    for index, rung in enumerate(usable):
+        interval = rung.ttfab_p95_ci_ms
+        assert interval is not None
+        lower = (r.ttfab_p95_ci_ms for r in usable[:index] if r.concurrency < rung.concurrency)
+        if interval.bounded_above and any(
+            earlier is not None and interval.high < earlier.low for earlier in lower
+        ):
+            fallen.append(rung.concurrency)
+    return fallen

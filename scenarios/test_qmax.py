@@ -30,13 +30,16 @@ def no_qmax_message(artifact: QmaxArtifact) -> str:
     first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
     if first is not None and first.fail_reason == "errors":
         return f"{verdict_words(artifact)}: the endpoint answers without audio, it is not slow"
+    from pytest_tts_scaling.ladder import trust_lines
+
     p95 = first.goodput_ttfab_p95_ms if first is not None else None
     figure = "n/a" if p95 is None else f"{p95:.0f} ms"
     lowest = "none measured" if first is None else f"N={first.concurrency} p95 {figure}"
-    return (
-        f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} "
-        "(raise --slo-ms, or find out why one request alone is this slow)"
-    )
+    if first is not None and not first.usable:
+        lowest += f", unusable ({first.unusable_reason})"
+    causes = [line.removeprefix("qmax: ") for line in trust_lines(artifact)]
+    advice = "; ".join(causes) or "raise --slo-ms, or find out why one request alone is this slow"
+    return f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
 
 
 def test_qmax_bracketed(tts_ladder: LadderResult, tts_options: RunOptions) -> None:

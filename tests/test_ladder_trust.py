@@ -1,0 +1,119 @@
+"""What makes a qmax answer less trustworthy than it looks is measured and said (issue 18)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from factories import make_rung
+
+from pytest_tts_scaling.calibration import SerialStreamServer
+from pytest_tts_scaling.endpoint import UrlEndpoint
+from pytest_tts_scaling.ladder import (
+    MAX_SAMPLE_EXTENSIONS,
+    MIN_COMPLETIONS,
+    extension_rule,
+    run_ladder,
+    trust_lines,
+)
+from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.records import RequestRecord
+from pytest_tts_scaling.schema import Host, Interval, Rung
+from pytest_tts_scaling.verdicts import falls_in_p95
+
+
+def ok(i: int, ttfab: float = 100.0) -> RequestRecord:
+    return RequestRecord(
+        request_id=str(i),
+        rung=1,
+        worker=0,
+        start_ns=i,
+        end_ns=i + 1,
+        status="ok",
+        error_code=None,
+        http_status=200,
+        ttfab_ms=ttfab,
+        latency_ms=ttfab,
+        audio_bytes=0,
+        audio_s=0.0,
+        underrun_ms=None,
+        gaps_ms=(),
+        voice=None,
+        text_chars=0,
+        epoch_start_ns=0,
+    )
+
+
+def test_a_sparse_window_is_extended_a_bounded_number_of_times() -> None:
+    rule = extension_rule(slo_ms=1000)
+    sparse = [ok(i) for i in range(3)]
+    assert [rule(sparse) for _ in range(MAX_SAMPLE_EXTENSIONS + 2)] == [True] * 4 + [False] * 2
+
+
+def test_a_full_window_far_from_the_slo_is_not_extended() -> None:
+    rule = extension_rule(slo_ms=1000)
+    assert not rule([ok(i) for i in range(MIN_COMPLETIONS)])
+
+
+def interval_rung(concurrency: int, low: float, high: float) -> Rung:
+    rung = make_rung(concurrency)
+    return rung.model_copy(update={"ttfab_p95_ci_ms": Interval(low=low, high=high)})
+
+
+def test_a_p95_that_falls_beyond_both_intervals_is_flagged() -> None:
+    rungs = [interval_rung(1, 90, 110), interval_rung(2, 400, 500), interval_rung(3, 150, 200)]
+    assert falls_in_p95(rungs) == [3]
+
+
+def test_overlapping_intervals_or_a_rise_are_not_a_fall() -> None:
+    rungs = [interval_rung(1, 90, 110), interval_rung(2, 100, 300), interval_rung(3, 95, 120)]
+    assert falls_in_p95(rungs) == []
+
+
+def test_trust_lines_name_a_busy_host_thin_rungs_and_a_fall(tmp_path: Path) -> None:
+    with SerialStreamServer(service_s=0.3, first_audio_s=0.05) as server:
+        settings = RunOptions(
+            endpoint_url=server.base_url,
+            slo_ms=5000,
+            ladder=(1,),
+            hold_s=1.5,
+            measure_s=1.0,
+            gap_s=0.0,
+            artifacts_dir=tmp_path,
+        ).for_kind()
+        result = run_ladder(UrlEndpoint(server.base_url), settings, progress=lambda line: None)
+    (rung,) = result.artifact.rungs
+    # One window holds about 3 requests of 300 ms: it was held for more, then flagged.
+    assert rung.extensions == MAX_SAMPLE_EXTENSIONS
+    assert rung.few_samples
+    assert rung.load_avg_1m is not None
+    busy = result.artifact.model_copy(
+        update={
+            "host": Host(cpu_model="Test CPU", cpu_count=2, cores_shared=True),
+            "rungs": [rung.model_copy(update={"load_avg_1m": 5.0})],
+            "non_monotonic": [4],
+        }
+    )
+    text = "\n".join(trust_lines(busy))
+    assert "the host was busy: load average up to 5.0 on 2 cores (shared" in text
+    assert f"N=1 judged on fewer than {MIN_COMPLETIONS} completed requests" in text
+    assert "p95 TTFAB fell at N=4" in text
+
+
+def test_a_second_run_keeps_the_first_runs_outputs(tmp_path: Path) -> None:
+    lines: list[str] = []
+    with SerialStreamServer(service_s=0.02, first_audio_s=0.01) as server:
+        settings = RunOptions(
+            endpoint_url=server.base_url,
+            slo_ms=5000,
+            ladder=(1,),
+            hold_s=1.0,
+            measure_s=0.5,
+            gap_s=0.0,
+            artifacts_dir=tmp_path,
+        ).for_kind()
+        first = run_ladder(UrlEndpoint(server.base_url), settings, progress=lines.append)
+        second = run_ladder(UrlEndpoint(server.base_url), settings, progress=lines.append)
+    assert first.path == second.path
+    kept = [line for line in lines if "kept the earlier" in line]
+    assert len(kept) == 3  # the artifact, its records and its inputs
+    assert len(list(tmp_path.glob("qmax-*.json"))) == 2
