@@ -83,7 +83,6 @@ class LocalServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[str] | None = None
         self.lines: list[tuple[float, str]] = []
-        self.spawned_at: float | None = None
         self.cores = CoreSplit.for_cores(usable_cores())
         self._reader: threading.Thread | None = None
 
@@ -95,7 +94,6 @@ class LocalServer:
         ]
         if self.model_dir is not None:
             command += ["--model-dir", str(self.model_dir)]
-        self.spawned_at = time.time()
         self.process = subprocess.Popen(
             command,
             env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},

@@ -19,8 +19,6 @@ from pytest_tts_scaling.artifacts import first_error
 from pytest_tts_scaling.decoding import ResponseFormat, compile_field
 from pytest_tts_scaling.errors import InputError
 
-SCENARIO_DIR = "scenarios"
-
 
 class ScenarioError(InputError):
     """A scenario file that cannot be used; the message names file, field and expectation."""

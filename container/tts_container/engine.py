@@ -142,9 +142,10 @@ class KokoroEngine:
             on_framework_init()
 
         from tts_container.g2p import load_g2p
-        from tts_container.model_files import resolve_model_files
+        from tts_container.model_files import check_weight_keys, resolve_model_files
 
         files = resolve_model_files(settings)
+        check_weight_keys(files.weights)
         if files.untrained:
             log.warning(UNTRAINED_BANNER)
         device = pick_device(settings.device)

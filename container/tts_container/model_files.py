@@ -34,6 +34,24 @@ def packaged_config() -> Path:
     return Path(str(resources.files("tts_container").joinpath("config.json")))
 
 
+def check_weight_keys(weights: Path) -> None:
+    """The ``.pth`` has Kokoro's five top-level keys, so a wrong file fails here in one line
+    rather than inside Kokoro's loader. Memory-mapped: only the key table is read."""
+    import torch
+
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:
+        raise ModelFilesError(f"weights {weights} cannot be read: {exc}") from None
+    found = set(state) if isinstance(state, dict) else set()
+    missing = [key for key in WEIGHT_KEYS if key not in found]
+    if missing:
+        raise ModelFilesError(
+            f"weights {weights} lack the top-level keys {', '.join(missing)}: expected "
+            f"{', '.join(WEIGHT_KEYS)} (found: {', '.join(sorted(map(str, found))) or 'none'})"
+        )
+
+
 def holds_model(directory: Path) -> bool:
     """Whether ``directory`` holds Kokoro weights at all."""
     return directory.is_dir() and any(directory.glob("*.pth"))

@@ -22,7 +22,6 @@ from pytest_tts_scaling.schema import Rung
 from pytest_tts_scaling.timeline import parse_iso
 
 NAMESPACE = "AWS/SageMaker"
-METRIC = "ConcurrentRequestsPerModel"
 PERIOD_S = 10
 # (age limit in seconds, finest period CloudWatch still holds for data that old).
 RETENTION = ((3 * 3600.0, 10), (15 * 86400.0, 60), (63 * 86400.0, 300))

@@ -53,10 +53,6 @@ class Deployment:
     def slug(self) -> str:
         return slug_for(self.instance_type, self.image_digest)
 
-    def variant_state(self, name: str | None = None) -> VariantState | None:
-        wanted = name or self.variant
-        return next((v for v in self.variants if v.name == wanted), None)
-
 
 # Endpoint and inference-component statuses a wait for InService can no longer leave (RollingBack
 # is not one: it ends InService or UpdateRollbackFailed).
