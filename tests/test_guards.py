@@ -228,3 +228,14 @@ def test_imports_in_reads_function_bodies_and_skips_type_checking() -> None:
     found = imports_in(source, "pytest_tts_scaling")
     assert {"socket", "pytest_tts_scaling", "pytest_tts_scaling.schema"} <= found
     assert "pytest_tts_scaling.options" not in found
+
+
+def test_every_e2e_module_exists_and_scenarios_are_e2e(pytestconfig: pytest.Config) -> None:
+    root = Path(__file__).resolve().parents[1]
+    conftest = pytestconfig.pluginmanager.get_plugin(str(root / "conftest.py"))
+    assert conftest is not None, "the repository's conftest.py is not loaded"
+    missing = sorted(m for m in conftest.E2E_MODULES if not (root / m).is_file())
+    assert missing == []
+    assert conftest.is_e2e(root / "scenarios" / "test_qmax.py")
+    assert conftest.is_e2e(root / "tests" / "test_local_e2e.py")
+    assert not conftest.is_e2e(Path(__file__))
