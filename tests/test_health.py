@@ -18,7 +18,7 @@ from pytest_tts_scaling.calibration.disciplines import Faults
 from pytest_tts_scaling.endpoint import UrlEndpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.health import require_answer
-from pytest_tts_scaling.ladder import run_ladder
+from pytest_tts_scaling.ladder import MAX_SAMPLE_EXTENSIONS, run_ladder
 from pytest_tts_scaling.loadgen import stall_bound_s
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.records import RequestSpec
@@ -116,7 +116,8 @@ def test_silence_after_the_headers_is_a_stall_within_the_bound() -> None:
         started = time.monotonic()
         with pytest.raises(EndpointUnavailable, match=r"sent nothing for 1 s \(stalled\)"):
             require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=1)
-        assert time.monotonic() - started < 2.5
+        # Bounded by the stall bound (1 s), not by a drain; the slack is for a busy machine.
+        assert time.monotonic() - started < 1 + 4.0
         assert server.requests_seen == 1  # a stall is not retried
 
 
@@ -154,8 +155,9 @@ def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
     seen = "it sent nothing for 1 s (stalled)" if fault == "stalls" else "connection refused"
     assert f"{server.base_url}: endpoint stopped answering at N=2: {seen}" in str(caught.value)
     assert "marked incomplete" in str(caught.value)
-    # rung 1's hold, then at most: the stall bound twice (cut, then silence), and the probe's.
-    assert took < 1.5 + 4 * quick_stalls + 3
+    # rung 1's hold (with up to MAX_SAMPLE_EXTENSIONS more 1 s windows if its window held fewer
+    # than MIN_COMPLETIONS), then at most: the stall bound twice (cut, then silence), the probe's.
+    assert took < 1.5 + MAX_SAMPLE_EXTENSIONS * 1.0 + 4 * quick_stalls + 3
     written = artifact(tmp_path)
     assert written["complete"] is False
     assert str(written["stop_reason"]).startswith(f"endpoint stopped answering at N=2: {seen}")
