@@ -239,3 +239,30 @@ def test_every_e2e_module_exists_and_scenarios_are_e2e(pytestconfig: pytest.Conf
     assert conftest.is_e2e(root / "scenarios" / "test_qmax.py")
     assert conftest.is_e2e(root / "tests" / "test_local_e2e.py")
     assert not conftest.is_e2e(Path(__file__))
+
+
+def _imports_under(folder: Path, package: str) -> dict[str, set[str]]:
+    found = {}
+    for path in sorted(folder.rglob("*.py")):
+        if "build" in path.relative_to(folder).parts:
+            continue
+        found[str(path.relative_to(folder))] = imports_in(path.read_text(encoding="utf-8"), package)
+    return found
+
+
+def test_boundaries_the_plugin_never_imports_infra_or_the_container() -> None:
+    crossing = {
+        name: sorted(i for i in imports if i.split(".")[0] in {"speech_infra", "tts_container"})
+        for name, imports in _imports_under(PACKAGE, "pytest_tts_scaling").items()
+    }
+    assert {name: found for name, found in crossing.items() if found} == {}
+
+
+def test_boundaries_the_container_ships_alone_and_infra_reads_through_the_schema() -> None:
+    root = PACKAGE.parent
+    container = _imports_under(root / "container" / "tts_container", "tts_container")
+    assert {n: i for n, i in container.items() if any(x.startswith("pytest_tts") for x in i)} == {}
+    infra = _imports_under(root / "infra" / "speech_infra", "speech_infra")
+    allowed = {f"pytest_tts_scaling.{name}" for name in ("schema", "artifacts", "errors")}
+    used = {i for imports in infra.values() for i in imports if i.startswith("pytest_tts_scaling")}
+    assert used - allowed == set()
