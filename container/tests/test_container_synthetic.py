@@ -193,7 +193,12 @@ def test_tts_serve_engine_synthetic_labels_every_log_line(tmp_path: Path) -> Non
         assert len(response.content) == 4 * int(2.0 * 48000)
     finally:
         process.terminate()
-        stdout, _ = process.communicate(timeout=30)
+        try:
+            stdout, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, _ = process.communicate(timeout=30)
+            raise
     logged = [line for line in stderr_path.read_text().splitlines() if line.strip()]
     assert logged
     assert all("[engine=synthetic]" in line for line in logged if not line.startswith("#"))
