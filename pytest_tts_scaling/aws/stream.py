@@ -17,7 +17,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from pytest_tts_scaling.records import REJECTION_CODES, RequestSpec, Status, StreamTimer
-from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, Session, Transport, error_outcome
+from pytest_tts_scaling.transports import (
+    INVOCATION_LIMIT_S,
+    Session,
+    Transport,
+    admission_bound,
+    error_outcome,
+)
 
 # A request id longer than this is cut; SageMaker's InferenceId allows 64 characters.
 INFERENCE_ID_MAX = 64
@@ -124,12 +130,15 @@ class _StreamSession:
         except ClientError as exc:
             finish_client_error(timer, exc)
             return
-        except (BotoCoreError, OSError) as exc:
-            timer.finished("error", type(exc).__name__)
+        except BotoCoreError as exc:
+            timer.finished("error", botocore_failure_code(exc, timer))
+            return
+        except OSError as exc:
+            timer.failed(exc)
             return
         except Exception as exc:  # aiohttp's errors: the request failed, the worker goes on
             if type(exc).__module__.startswith("aiohttp"):
-                timer.finished("error", type(exc).__name__)
+                timer.failed(exc)
                 return
             raise
         finally:
@@ -139,11 +148,38 @@ class _StreamSession:
 
 
 def finish_client_error(timer: StreamTimer, exc: Any) -> None:
-    """End an exchange that failed with a ClientError: its status, code and HTTP status."""
+    """End an exchange that failed with a ClientError: its status, code and HTTP status.
+
+    A ModelError carries the container's own answer, so a 503 from its admission gate names the
+    bound (`max_queue_depth`) as it does over plain HTTP.
+    """
     status, code, http_status = classify_client_error(exc)
     if http_status is not None:
         timer.http_status = http_status
+    response = getattr(exc, "response", {}) or {}
+    if response.get("OriginalStatusCode") == 503:
+        timer.max_queue_depth = admission_bound(str(response.get("OriginalMessage")).encode())
     timer.finished(status, code)
+
+
+def botocore_failure_code(exc: Exception, timer: StreamTimer) -> str:
+    """The engine's error code (records.failure_code) for a failure botocore raised itself."""
+    from botocore.exceptions import (
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+        ResponseStreamingError,
+    )
+
+    if isinstance(exc, ConnectTimeoutError):
+        return "connect_timeout"
+    if isinstance(exc, EndpointConnectionError):
+        return "connection_refused"
+    if isinstance(exc, ReadTimeoutError):
+        return "stalled"
+    if isinstance(exc, ResponseStreamingError):
+        return "connection_dropped" if timer.audio_bytes else "no_audio"
+    return type(exc).__name__
 
 
 def classify_client_error(exc: Any) -> tuple[Status, str, int | None]:

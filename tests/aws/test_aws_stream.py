@@ -119,6 +119,21 @@ def test_admission_gate_503_through_model_error_is_a_rejection(
         503,
     )
     assert record.ttfab_ms is None
+    assert record.max_queue_depth == 8  # the bound, read from the container's own 503 body
+
+
+def test_a_refused_connection_gets_the_engines_error_code(
+    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    _, record = send("nobody-listens")
+    assert (record.status, record.error_code) == ("error", "connection_refused")
 
 
 def test_model_error_500_is_an_error(server: EventStreamServer) -> None:
