@@ -1,8 +1,11 @@
-"""Small artifact pieces for unit tests of the pure core."""
+"""Small artifact pieces for unit tests of the pure core: one place to build them."""
 
 from __future__ import annotations
 
-from pytest_tts_scaling.schema import Rung
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_tts_scaling.schema import QmaxArtifact, Rung
 from pytest_tts_scaling.stats import summarize
 
 
@@ -22,3 +25,32 @@ def make_rung(concurrency: int, *, meets_slo: bool = True, ttfab_p95_ms: float =
         ttfab_ms=one,
         latency_ms=one,
     )
+
+
+def make_qmax(rungs: Sequence[Rung] = (), q_max: int | None = None, **fields: Any) -> QmaxArtifact:
+    """A qmax artifact of a local run with these rungs; `fields` replace any top-level field."""
+    made = QmaxArtifact.model_validate(
+        {
+            "model": "kokoro-82m",
+            "endpoint": "local",
+            "transport": "response-stream",
+            "slug": "local-12345678",
+            "deployed_config": {"instance_type": "local", "image_digest": "sha256:1234"},
+            "slo_ms": 3000,
+            "q_max": q_max,
+            "q_max_bracketed": q_max is not None,
+            "s_mean_s": None,
+            "s_p95_s": None,
+            "ttfab_p95_at_c1_ms": None,
+            "frozen": True,
+            "unbounded_queue": True,
+            "rungs": list(rungs),
+            "provenance": {
+                "origin": "test",
+                "run_id": "r",
+                "measured_at": "2026-01-01T00:00:00Z",
+                "tool_version": "0",
+            },
+        }
+    )
+    return made.model_copy(update=fields)

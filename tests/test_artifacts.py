@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+from factories import make_qmax
 
 from pytest_tts_scaling.artifacts import (
     dump_json,
@@ -17,8 +18,6 @@ from pytest_tts_scaling.artifacts import (
 )
 from pytest_tts_scaling.errors import ArtifactError
 from pytest_tts_scaling.schema import (
-    DeployedConfig,
-    Provenance,
     QmaxArtifact,
     TtotalArtifact,
     qmax_filename,
@@ -27,25 +26,7 @@ from pytest_tts_scaling.schema import (
 
 
 def artifact() -> QmaxArtifact:
-    return QmaxArtifact(
-        model="kokoro-82m",
-        endpoint="local",
-        transport="response-stream",
-        slug="local-12345678",
-        deployed_config=DeployedConfig(instance_type="local", image_digest="sha256:1234"),
-        slo_ms=3000,
-        q_max=None,
-        q_max_bracketed=False,
-        s_mean_s=None,
-        s_p95_s=None,
-        ttfab_p95_at_c1_ms=None,
-        frozen=False,
-        unbounded_queue=True,
-        rungs=[],
-        provenance=Provenance(
-            origin="local", run_id="r", measured_at="2026-01-01T00:00:00Z", tool_version="0.1.0"
-        ),
-    )
+    return make_qmax(frozen=False)
 
 
 def test_slug_and_names() -> None:

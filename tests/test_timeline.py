@@ -3,11 +3,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from factories import make_rung
+from factories import make_qmax, make_rung
 
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.records import RequestRecord
-from pytest_tts_scaling.schema import DeployedConfig, Provenance, QmaxArtifact
+from pytest_tts_scaling.schema import QmaxArtifact
 from pytest_tts_scaling.timeline import (
     Event,
     assemble,
@@ -81,23 +81,7 @@ def test_duplicates_keep_the_earliest_and_bad_input_is_refused() -> None:
 
 
 def qmax(rungs: dict[int, float], q_max: int | None) -> QmaxArtifact:
-    return QmaxArtifact(
-        model="m",
-        endpoint="e",
-        transport="response-stream",
-        slug="s",
-        deployed_config=DeployedConfig(instance_type="t", image_digest="d"),
-        slo_ms=3000,
-        q_max=q_max,
-        q_max_bracketed=True,
-        s_mean_s=None,
-        s_p95_s=None,
-        ttfab_p95_at_c1_ms=None,
-        frozen=True,
-        unbounded_queue=True,
-        rungs=[make_rung(c, ttfab_p95_ms=p) for c, p in rungs.items()],
-        provenance=Provenance(origin="o", run_id="r", measured_at="t", tool_version="v"),
-    )
+    return make_qmax([make_rung(c, ttfab_p95_ms=p) for c, p in rungs.items()], q_max)
 
 
 def test_probe_rung_choice() -> None:
