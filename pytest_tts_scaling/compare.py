@@ -343,6 +343,9 @@ def _ttfab_check(old: Rung, new: Rung, *, z: float, tolerance: float) -> Check:
     old_p95, new_p95 = old.ttfab_ms.p95, new.ttfab_ms.p95
     assert old_p95 is not None
     assert new_p95 is not None
+    if _open_above(old):
+        # Its upper side is unbounded: no rise can be told from the baseline's own noise.
+        return _skipped(old.concurrency, old, new)
     floor = max(MIN_RISE_FRACTION * old_p95, MIN_RISE_MS)
     rise_noise = z * math.hypot(_standard_error(old, "up"), _standard_error(new, "down"))
     fall_noise = z * math.hypot(_standard_error(old, "down"), _standard_error(new, "up"))
@@ -355,7 +358,7 @@ def _ttfab_check(old: Rung, new: Rung, *, z: float, tolerance: float) -> Check:
     )
     if new_p95 > threshold:
         status: Status = "regressed"
-    elif new_p95 < old_p95 - tolerance * max(fall_noise, floor):
+    elif not _open_above(new) and new_p95 < old_p95 - tolerance * max(fall_noise, floor):
         status = "improved"
     else:
         status = "ok"
@@ -371,11 +374,21 @@ def _ttfab_check(old: Rung, new: Rung, *, z: float, tolerance: float) -> Check:
     )
 
 
+def _open_above(rung: Rung) -> bool:
+    """The rung's p95 interval has no upper bound: too few requests to bound it (stats)."""
+    return rung.ttfab_p95_ci_ms is not None and not rung.ttfab_p95_ci_ms.bounded_above
+
+
 def _skipped(concurrency: int, old: Rung | None, new: Rung | None) -> Check:
     if old is None:
         why = "measured only by the new run"
     elif new is None:
         why = "measured only by the baseline"
+    elif _usable(old) and _usable(new) and _open_above(old):
+        why = (
+            "the baseline's p95 interval is open above (too few requests to bound it): "
+            "a rise cannot be told from its noise"
+        )
     else:
         parts = [
             f"{who} rung unusable ({rung.unusable_reason or 'no p95'})"

@@ -77,8 +77,11 @@ def test_a_second_run_passes_against_the_first_and_a_higher_qmax_fails(
         "--self-contained-html",
     )
     again.assert_outcomes(passed=4)
-    again.stdout.fnmatch_lines(["*qmax baseline: compare: no regression: 4 check(s)*"])
+    again.stdout.fnmatch_lines(["*qmax baseline: compare: no regression: * check(s)*"])
     html = report.read_text()
+    # Rungs of 1.5 s hold about 30 requests: too few to bound a p95 from above, so their p95
+    # checks are skipped, saying why, and Q_max is what is held against the baseline.
+    assert "p95 interval is open above (too few requests to bound it)" in html
     assert "ladder against the baseline" in html
     assert "regression checks" in html
     assert "No regression" in html
@@ -103,7 +106,7 @@ def test_a_second_run_passes_against_the_first_and_a_higher_qmax_fails(
             "*_ test_qmax_no_regression_against_baseline _*",
             "REGRESSION q_max: baseline 5, new 2, threshold >= 5 (the new ladder found Q_max 2 "
             "below the baseline's 5: rung N=3 had p95 TTFAB * ms > SLO 200 ms)",
-            "qmax baseline: compare: REGRESSION in 1 of 4 check(s) (q_max)*",
+            "qmax baseline: compare: REGRESSION in 1 of * check(s) (q_max)*",
             "FAILED test_qmax.py::test_qmax_no_regression_against_baseline*",
         ]
     )
@@ -183,7 +186,8 @@ def test_tts_bench_qmax_with_a_baseline_exits_by_the_comparison(
     out = capsys.readouterr().out
     assert code == 1, out
     assert "REGRESSION q_max: baseline 3, new 2, threshold >= 3" in out
-    assert "compare: REGRESSION in 1 of 4 check(s) (q_max)" in out
+    assert "compare: REGRESSION in 1 of " in out
+    assert "check(s) (q_max)" in out
     # `tts-bench compare` says the same offline.
     new = only_artifact(tmp_path / "b")
     assert main(["compare", str(higher), str(new), *LOADED_MACHINE]) == 1

@@ -427,3 +427,27 @@ def test_compare_command_exit_2_on_a_mismatch_or_a_bad_file(
     with pytest.raises(SystemExit) as exc:
         main(["compare", str(base), str(new), "--regression-tolerance", "-1"])
     assert exc.value.code == 2
+
+
+def open_above(r: Rung) -> Rung:
+    """The rung as a thin sample leaves it: its p95 interval has no upper bound."""
+    assert r.ttfab_p95_ci_ms is not None
+    interval = r.ttfab_p95_ci_ms.model_copy(update={"bounded_above": False})
+    return r.model_copy(update={"ttfab_p95_ci_ms": interval})
+
+
+def test_a_baseline_rung_open_above_cannot_show_a_rise_and_says_so() -> None:
+    thin = ladder(100, 400)
+    thin[1] = open_above(thin[1])
+    base = artifact(thin, q_max=2)
+    risen = artifact(ladder(100, 900), q_max=2)
+    checks = {c.name: c for c in compare(base, risen).checks}
+    assert checks["ttfab_p95@N=2"].status == "skipped"
+    assert "open above" in checks["ttfab_p95@N=2"].detail
+
+
+def test_a_new_rung_open_above_is_not_called_an_improvement() -> None:
+    base = artifact(ladder(100, 400), q_max=2)
+    thin = ladder(100, 300)
+    thin[1] = open_above(thin[1])
+    assert by_name(compare(base, artifact(thin, q_max=2)))["ttfab_p95@N=2"] == "ok"
