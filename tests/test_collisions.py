@@ -46,7 +46,7 @@ def test_plan_cli_keeps_a_different_earlier_plan_and_leaves_the_same_one(
 def test_plan_scenario_keeps_a_different_earlier_plan_and_says_so(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(test_plan=(ROOT / "scenarios" / "test_plan.py").read_text())
+    pytester.makepyfile(test_plan_scenario=(ROOT / "scenarios" / "test_plan.py").read_text())
     out = pytester.path / "out"
     out.mkdir()
     (out / "plan-kokoro-82m.json").write_text("{}\n")

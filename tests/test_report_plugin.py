@@ -18,7 +18,7 @@ TTOTAL = SOURCE / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"
 def test_plan_run_shows_its_answer_first_and_writes_its_page_and_csv(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(test_plan=(ROOT / "scenarios" / "test_plan.py").read_text())
+    pytester.makepyfile(test_plan_scenario=(ROOT / "scenarios" / "test_plan.py").read_text())
     out = pytester.path / "out"
     result = pytester.runpytest(
         "-p",
@@ -49,7 +49,7 @@ def test_plan_run_shows_its_answer_first_and_writes_its_page_and_csv(
 
 
 def test_export_csv_without_a_report_needs_no_pytest_html(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_plan=(ROOT / "scenarios" / "test_plan.py").read_text())
+    pytester.makepyfile(test_plan_scenario=(ROOT / "scenarios" / "test_plan.py").read_text())
     out = pytester.path / "out"
     result = pytester.runpytest(
         "-p",
