@@ -15,7 +15,7 @@ from pytest_tts_scaling.ladder import (
     run_ladder,
     trust_lines,
 )
-from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.records import RequestRecord
 from pytest_tts_scaling.schema import Host, Interval, Rung
 from pytest_tts_scaling.verdicts import falls_in_p95
@@ -69,17 +69,24 @@ def test_overlapping_intervals_or_a_rise_are_not_a_fall() -> None:
     assert falls_in_p95(rungs) == []
 
 
+def one_rung(
+    server: SerialStreamServer, tmp_path: Path, *, hold_s: float, measure_s: float
+) -> ResolvedOptions:
+    """The ladder N=1 alone against `server`, far inside a 5 s SLO."""
+    return RunOptions(
+        endpoint_url=server.base_url,
+        slo_ms=5000,
+        ladder=(1,),
+        hold_s=hold_s,
+        measure_s=measure_s,
+        gap_s=0.0,
+        artifacts_dir=tmp_path,
+    ).for_kind()
+
+
 def test_trust_lines_name_a_busy_host_thin_rungs_and_a_fall(tmp_path: Path) -> None:
     with SerialStreamServer(service_s=0.3, first_audio_s=0.05) as server:
-        settings = RunOptions(
-            endpoint_url=server.base_url,
-            slo_ms=5000,
-            ladder=(1,),
-            hold_s=1.5,
-            measure_s=1.0,
-            gap_s=0.0,
-            artifacts_dir=tmp_path,
-        ).for_kind()
+        settings = one_rung(server, tmp_path, hold_s=1.5, measure_s=1.0)
         result = run_ladder(UrlEndpoint(server.base_url), settings, progress=lambda line: None)
     (rung,) = result.artifact.rungs
     # One window holds about 3 requests of 300 ms: it was held for more, then flagged.
@@ -102,15 +109,7 @@ def test_trust_lines_name_a_busy_host_thin_rungs_and_a_fall(tmp_path: Path) -> N
 def test_a_second_run_keeps_the_first_runs_outputs(tmp_path: Path) -> None:
     lines: list[str] = []
     with SerialStreamServer(service_s=0.02, first_audio_s=0.01) as server:
-        settings = RunOptions(
-            endpoint_url=server.base_url,
-            slo_ms=5000,
-            ladder=(1,),
-            hold_s=1.0,
-            measure_s=0.5,
-            gap_s=0.0,
-            artifacts_dir=tmp_path,
-        ).for_kind()
+        settings = one_rung(server, tmp_path, hold_s=1.0, measure_s=0.5)
         first = run_ladder(UrlEndpoint(server.base_url), settings, progress=lines.append)
         second = run_ladder(UrlEndpoint(server.base_url), settings, progress=lines.append)
     assert first.path == second.path
