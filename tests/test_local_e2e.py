@@ -16,16 +16,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-# Windows long enough for a busy 2-core machine: at load average 4.5 one request of the untrained
-# model took 7 s (the first one 18 s), so a 5 s window could see nothing complete. Until the
-# ladder extends a window to a minimum of completions, the window itself is that long.
+# A busy 2-core machine: at load average 4.5 one request of the untrained model took 7 s (the
+# first one 18 s), so a 5 s window alone could see nothing complete. The ladder holds a rung short
+# of MIN_COMPLETIONS for up to 4 more windows: 6 s windows give up to 30 s (the bidi rung), 10 s
+# up to 50 s, so that N=2, whose two streams share the cores, completes some requests even at
+# load average 6 (ttotal probes at 2 and needs N=1 and N=2 usable). Idle, 20 completions end it.
 SHORT = [
     "--ladder",
     "1,2",
     "--hold-s",
-    "30",
+    "16",
     "--measure-s",
-    "20",
+    "10",
     "--gap-s",
     "0",
     "--slo-ms",
@@ -112,7 +114,10 @@ def test_local_ttotal_times_one_more_container(qmax_run: tuple[Path, Path], tmp_
         assert required in stages, stages
     order = [stages.index(s) for s in ("desired_set", "framework_init", "weights_ready", "ready")]
     assert order == sorted(order)
-    assert ttotal["out_of_order_stages"] == []
+    # The container's markers and the service stages in order. traffic_recovered may not be: on a
+    # busy host the probe can fall under 1.25 x the ladder's (busy) p95 before the new instance
+    # serves, and the artifact flags that as out of order rather than hiding it.
+    assert set(ttotal["out_of_order_stages"]) <= {"traffic_recovered"}
     elapsed = {s["stage"]: s["elapsed_s"] for s in ttotal["stages"]}
     assert 0 < elapsed["weights_ready"] <= elapsed["ready"] <= elapsed["in_service"] + 1.0
     assert ttotal["t_total_s"] == pytest.approx(ttotal["t_measured_s"] + 60.0)
@@ -129,9 +134,9 @@ def test_local_bidi_session_is_measured(tmp_path: Path) -> None:
             "--ladder",
             "1",
             "--hold-s",
-            "40",
+            "12",
             "--measure-s",
-            "25",
+            "6",
             "--slo-ms",
             "60000",
             "--artifacts-dir",
