@@ -57,9 +57,9 @@ MIN_COMPLETIONS = 20
 MAX_SAMPLE_EXTENSIONS = 4
 # The longest a rung can be held: hold plus this many measure windows.
 MOST_EXTENSIONS = max(MAX_EXTENSIONS, MAX_SAMPLE_EXTENSIONS)
-# The health probe before rung 1 waits longer than a rung's stall bound for its first audio: a
-# slow first answer on a busy host is not a dead endpoint (refusals and error statuses are still
-# seen at once).
+# The health probes (before rung 1, and after a rung that heard no audio) wait longer than a
+# rung's stall bound for a first answer: a slow endpoint on a busy host is not a dead one
+# (refusals and error statuses are still seen at once).
 PROBE_PATIENCE_S = 20.0
 # While a rung runs, a progress line this often (and one when its measure window opens).
 PROGRESS_EVERY_S = 10.0
@@ -267,9 +267,8 @@ def run_ladder(
     def probe_request(worker: int, seq: int) -> RequestSpec:
         return workload.request(1, worker, seq)
 
-    health = require_answer(
-        endpoint, run.transport, probe_request, stall_s=max(stall_s, PROBE_PATIENCE_S)
-    )
+    probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
+    health = require_answer(endpoint, run.transport, probe_request, stall_s=probe_stall_s)
     check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")
@@ -359,7 +358,9 @@ def run_ladder(
                 progress=progress,
                 eta_s=eta_s,
             )
-            seen = silence_after(endpoint, heard, run.transport, probe_request, stall_s=stall_s)
+            seen = silence_after(
+                endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s
+            )
             if seen is not None:
                 reason = f"endpoint stopped answering at N={concurrency}: {seen}"
                 stop(

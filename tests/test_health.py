@@ -40,8 +40,9 @@ def closed_port() -> int:
 
 @pytest.fixture
 def quick_stalls(monkeypatch: pytest.MonkeyPatch) -> float:
-    """A 1 s stall bound instead of the 5 s floor, so the tests stay short."""
+    """A 1 s stall bound (and probe patience) instead of 5 s and 20 s, so the tests stay short."""
     monkeypatch.setattr("pytest_tts_scaling.loadgen.STALL_FLOOR_S", 1.0)
+    monkeypatch.setattr("pytest_tts_scaling.ladder.PROBE_PATIENCE_S", 1.0)
     return stall_bound_s(200)
 
 

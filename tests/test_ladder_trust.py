@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import pytest
 from factories import make_rung
 
 from pytest_tts_scaling.calibration import SerialStreamServer
@@ -116,3 +118,17 @@ def test_a_second_run_keeps_the_first_runs_outputs(tmp_path: Path) -> None:
     kept = [line for line in lines if "kept the earlier" in line]
     assert len(kept) == 3  # the artifact, its records and its inputs
     assert len(list(tmp_path.glob("qmax-*.json"))) == 2
+
+
+def test_a_slow_endpoint_is_not_called_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every request of the rung is cut at the 1 s stall bound, but the endpoint still answers
+    # (after 1.5 s): the probe after the rung waits longer, so the run ends with a verdict.
+    monkeypatch.setattr("pytest_tts_scaling.loadgen.STALL_FLOOR_S", 1.0)
+    with SerialStreamServer(service_s=1.6, first_audio_s=1.5) as server:
+        settings = one_rung(server, tmp_path, hold_s=2.0, measure_s=1.0)
+        settings = dataclasses.replace(settings, slo_ms=200)
+        result = run_ladder(UrlEndpoint(server.base_url), settings, progress=lambda line: None)
+    assert result.artifact.complete
+    assert result.artifact.q_max is None
