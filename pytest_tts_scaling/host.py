@@ -91,6 +91,15 @@ class CoreSplit:
         half = (len(cores) + 1) // 2
         return cls(server=tuple(cores[:half]), client=tuple(cores[half:]))
 
+    @property
+    def server_threads(self) -> int:
+        """Inference threads for the server: one core is left to the client when they share.
+
+        On 2 shared cores, two torch threads beside the client (or any other busy process) wait
+        on each other; one thread halved the first-audio time with a CPU burner on one core.
+        """
+        return max(1, len(self.server) - (1 if self.shared else 0))
+
     def server_prefix(self) -> list[str]:
         """A `taskset` prefix starting the server on its cores; empty when shared or unavailable."""
         taskset = shutil.which("taskset")

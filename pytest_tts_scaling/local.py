@@ -96,7 +96,12 @@ class LocalServer:
             command += ["--model-dir", str(self.model_dir)]
         self.process = subprocess.Popen(
             command,
-            env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
+            env={
+                "OMP_NUM_THREADS": str(self.cores.server_threads),
+                **os.environ,
+                **self.env,
+                "PYTHONUNBUFFERED": "1",
+            },
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

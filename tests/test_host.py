@@ -67,3 +67,9 @@ def test_real_weights_are_not_called_the_development_model(tmp_path: Path) -> No
     assert untrained.deployed.development_model
     assert not real.deployed.development_model
     assert real.deployed.container_env["MODEL_DIR"] == str(tmp_path)
+
+
+def test_a_shared_host_leaves_the_client_a_core() -> None:
+    assert CoreSplit.for_cores([0, 1]).server_threads == 1
+    assert CoreSplit.for_cores([0]).server_threads == 1
+    assert CoreSplit.for_cores([0, 1, 2, 3]).server_threads == 2
