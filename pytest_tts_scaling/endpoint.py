@@ -10,11 +10,17 @@ import abc
 import contextlib
 import hashlib
 import importlib.util
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from pytest_tts_scaling.host import CoreSplit, cpu_model, gpu_name, hardware_label, load_average
+from pytest_tts_scaling.host import (
+    CoreSplit,
+    cpu_model,
+    gpu_name,
+    hardware_label,
+    load_average,
+    usable_cores,
+)
 from pytest_tts_scaling.schema import DeployedConfig, Host, Rung
 from pytest_tts_scaling.transports import Transport
 
@@ -145,7 +151,7 @@ class LocalEndpoint(UrlEndpoint):
         cores = self.cores
         return Host(
             cpu_model=cpu_model(),
-            cpu_count=os.cpu_count() or 1,
+            cpu_count=len(usable_cores()),
             gpu=gpu_name(),
             load_avg_1m=load_average(),
             server_cores=list(cores.server) if cores else [],

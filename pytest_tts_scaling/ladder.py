@@ -120,7 +120,7 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
             f"qmax: the host was busy: load average up to {max(loads):.1f} on {host.cpu_count} "
             f"cores ({shared}); the curve measures this machine's contention too"
         )
-    thin = sorted({r.concurrency for r in a.rungs if r.few_samples})
+    thin = sorted({r.concurrency for r in a.rungs if r.usable and r.few_samples})
     if thin:
         lines.append(
             f"qmax: N={', '.join(map(str, thin))} judged on fewer than {MIN_COMPLETIONS} "
