@@ -24,6 +24,7 @@ import json
 import struct
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,6 +34,9 @@ from pytest_tts_scaling.stats import time_weighted_in_flight
 
 PCM_BYTES_PER_S = 48000  # 24 kHz, 16-bit mono, as the real container sends
 SAMPLE_RATE = 24000
+# Loop turns from an accepted socket to its handler's first step (accept task, transport,
+# handler task), with one to spare.
+SETUP_TURNS = 4
 
 
 def wav_header_with_list_chunk() -> bytes:
@@ -57,6 +61,30 @@ def wav_header_with_list_chunk() -> bytes:
         + b"data"
         + struct.pack("<I", 0xFFFFFFFF)
     )
+
+
+class _TrackedStreams(asyncio.StreamReaderProtocol):
+    """`asyncio.start_server`'s protocol, keeping each open connection so that the server's
+    shutdown closes them all, whatever state their handlers reached."""
+
+    def __init__(
+        self,
+        connections: set[asyncio.BaseTransport],
+        handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    ) -> None:
+        super().__init__(asyncio.StreamReader(), handle)
+        self._connections = connections
+        self._connection: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._connection = transport
+        self._connections.add(transport)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._connection is not None:
+            self._connections.discard(self._connection)
+        super().connection_lost(exc)
 
 
 class _Drop(Exception):
@@ -86,6 +114,7 @@ class SerialStreamServer:
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _server: asyncio.Server | None = None
+    _connections: set[asyncio.BaseTransport] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.discipline is None:
@@ -112,7 +141,12 @@ class SerialStreamServer:
             self._loop = asyncio.new_event_loop()
             self._start_discipline()
             self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._handle, self.host, self.port, backlog=4096)
+                self._loop.create_server(
+                    lambda: _TrackedStreams(self._connections, self._handle),
+                    self.host,
+                    self.port,
+                    backlog=4096,
+                )
             )
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
@@ -130,12 +164,25 @@ class SerialStreamServer:
             return
 
         async def shutdown() -> None:
+            # Stop accepting, but close the server only once no connection is still being set
+            # up: a transport made for a closed server fails in its constructor (Python 3.11's
+            # `Server._attach` asserts) and drops its socket unclosed, a ResourceWarning in
+            # whichever test runs next. Setups finish within a few loop turns.
+            for listener in server.sockets:
+                loop.remove_reader(listener.fileno())
+            for _ in range(SETUP_TURNS):
+                await asyncio.sleep(0)
+            current = asyncio.current_task()
+            while pending := [t for t in asyncio.all_tasks() if t is not current]:
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+            # A handler cancelled before its first step never reached its own close.
+            for connection in list(self._connections):
+                connection.close()
             server.close()
-            handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in handlers:
-                task.cancel()
-            await asyncio.gather(*handlers, return_exceptions=True)
-            await server.wait_closed()
+            for _ in range(SETUP_TURNS):
+                await asyncio.sleep(0)
 
         asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
