@@ -32,10 +32,4 @@ class FaultServer(SerialStreamServer):
         loop, server = self._loop, self._server
         assert loop is not None
         assert server is not None
-
-        async def die() -> None:
-            server.close()
-            for handler in list(self._handlers):
-                handler.cancel()
-
-        asyncio.run_coroutine_threadsafe(die(), loop).result(10)
+        asyncio.run_coroutine_threadsafe(server.shut(), loop).result(10)

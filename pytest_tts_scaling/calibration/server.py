@@ -24,19 +24,16 @@ import json
 import struct
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Faults, Slots
+from pytest_tts_scaling.calibration.streamserver import StreamServer, serve
 from pytest_tts_scaling.calibration.truth import serial_qmax
 from pytest_tts_scaling.stats import time_weighted_in_flight
 
 PCM_BYTES_PER_S = 48000  # 24 kHz, 16-bit mono, as the real container sends
 SAMPLE_RATE = 24000
-# Loop turns from an accepted socket to its handler's first step (accept task, transport,
-# handler task), with one to spare.
-SETUP_TURNS = 4
 
 
 def wav_header_with_list_chunk() -> bytes:
@@ -61,30 +58,6 @@ def wav_header_with_list_chunk() -> bytes:
         + b"data"
         + struct.pack("<I", 0xFFFFFFFF)
     )
-
-
-class _TrackedStreams(asyncio.StreamReaderProtocol):
-    """`asyncio.start_server`'s protocol, keeping each open connection so that the server's
-    shutdown closes them all, whatever state their handlers reached."""
-
-    def __init__(
-        self,
-        connections: set[asyncio.BaseTransport],
-        handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
-    ) -> None:
-        super().__init__(asyncio.StreamReader(), handle)
-        self._connections = connections
-        self._connection: asyncio.BaseTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._connection = transport
-        self._connections.add(transport)
-        super().connection_made(transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._connection is not None:
-            self._connections.discard(self._connection)
-        super().connection_lost(exc)
 
 
 class _Drop(Exception):
@@ -113,8 +86,7 @@ class SerialStreamServer:
     requests_seen: int = 0
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
-    _server: asyncio.Server | None = None
-    _connections: set[asyncio.BaseTransport] = field(default_factory=set)
+    _server: StreamServer | None = None
 
     def __post_init__(self) -> None:
         if self.discipline is None:
@@ -137,22 +109,15 @@ class SerialStreamServer:
     def __enter__(self) -> SerialStreamServer:
         ready = threading.Event()
 
-        def serve() -> None:
+        def run_loop() -> None:
             self._loop = asyncio.new_event_loop()
             self._start_discipline()
-            self._server = self._loop.run_until_complete(
-                self._loop.create_server(
-                    lambda: _TrackedStreams(self._connections, self._handle),
-                    self.host,
-                    self.port,
-                    backlog=4096,
-                )
-            )
-            self.port = self._server.sockets[0].getsockname()[1]
+            self._server = self._loop.run_until_complete(serve(self._handle, self.host, self.port))
+            self.port = self._server.port
             ready.set()
             self._loop.run_forever()
 
-        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread = threading.Thread(target=run_loop, daemon=True)
         self._thread.start()
         if not ready.wait(10):
             raise RuntimeError("calibration server did not start")
@@ -163,28 +128,7 @@ class SerialStreamServer:
         if loop is None or server is None:
             return
 
-        async def shutdown() -> None:
-            # Stop accepting, but close the server only once no connection is still being set
-            # up: a transport made for a closed server fails in its constructor (Python 3.11's
-            # `Server._attach` asserts) and drops its socket unclosed, a ResourceWarning in
-            # whichever test runs next. Setups finish within a few loop turns.
-            for listener in server.sockets:
-                loop.remove_reader(listener.fileno())
-            for _ in range(SETUP_TURNS):
-                await asyncio.sleep(0)
-            current = asyncio.current_task()
-            while pending := [t for t in asyncio.all_tasks() if t is not current]:
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-            # A handler cancelled before its first step never reached its own close.
-            for connection in list(self._connections):
-                connection.close()
-            server.close()
-            for _ in range(SETUP_TURNS):
-                await asyncio.sleep(0)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+        asyncio.run_coroutine_threadsafe(server.shut(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(10)

@@ -32,6 +32,7 @@ from typing import Any
 import h11
 
 from pytest_tts_scaling.calibration import SerialStreamServer
+from pytest_tts_scaling.calibration.streamserver import serve
 from pytest_tts_scaling.records import AudioFormat, RequestSpec, StreamTimer
 from pytest_tts_scaling.simulate import Autoscaler, Policy
 from pytest_tts_scaling.transports import Transport
@@ -168,21 +169,15 @@ class LocalFleet:
         async def main() -> None:
             self._stop = asyncio.Event()
             self._first_request = asyncio.Event()
-            server = await asyncio.start_server(self._client, "127.0.0.1", 0, backlog=4096)
-            self.port = server.sockets[0].getsockname()[1]
+            server = await serve(self._client, "127.0.0.1", 0)
+            self.port = server.port
             ready.set()
             control = asyncio.create_task(self._control())
             try:
                 await self._stop.wait()
             finally:
-                control.cancel()
-                server.close()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await control
-                handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-                for task in handlers:
-                    task.cancel()
-                await asyncio.gather(*handlers, return_exceptions=True)
+                control.cancel()  # the policy first, then the connections
+                await server.shut()
                 await self.router.aclose()
 
         self._loop = asyncio.new_event_loop()
