@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from pytest_tts_scaling import loadgen
 from pytest_tts_scaling.calibration import SerialStreamServer
-from pytest_tts_scaling.loadgen import client_lag_bound_ms, run_rung
-from pytest_tts_scaling.stats import time_weighted_in_flight
-from pytest_tts_scaling.transports.http import HttpStreamTransport
-from pytest_tts_scaling.workload import Workload
+from pytest_tts_scaling.core.stats import time_weighted_in_flight
+from pytest_tts_scaling.load import engine as loadgen
+from pytest_tts_scaling.load.engine import client_lag_bound_ms, run_rung
+from pytest_tts_scaling.load.transports.http import HttpStreamTransport
+from pytest_tts_scaling.load.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICE_S = 1.0

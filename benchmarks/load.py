@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from client import SERVICE_S, serve  # benchmarks/client.py: the same server, the same shape
 
-from pytest_tts_scaling.stats import time_weighted_in_flight
+from pytest_tts_scaling.core.stats import time_weighted_in_flight
 
 STREAM_DURATION_S = 10.0
 # Requests that started in the first seconds share the start with every other connection.

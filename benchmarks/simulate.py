@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from pytest_tts_scaling.artifacts import load
-from pytest_tts_scaling.plan import PlanInputs, compute_plan
-from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact
-from pytest_tts_scaling.simulate import diurnal_trace, simulate
+from pytest_tts_scaling.core.plan import PlanInputs, compute_plan
+from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.simulate import diurnal_trace, simulate
 
 DATA = Path(__file__).resolve().parents[1] / "reports" / "examples" / "source"
 QMAX = DATA / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from pytest_tts_scaling.core.schema import ARTIFACT_MODELS
 from pytest_tts_scaling.errors import ArtifactError
-from pytest_tts_scaling.schema import ARTIFACT_MODELS
 
 M = TypeVar("M", bound=BaseModel)
 

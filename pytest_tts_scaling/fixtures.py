@@ -18,10 +18,10 @@ from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.endpoint import Endpoint
-    from pytest_tts_scaling.ladder import LadderResult
-    from pytest_tts_scaling.report import ReportExtras
-    from pytest_tts_scaling.schema import TtotalArtifact
+    from pytest_tts_scaling.core.schema import TtotalArtifact
+    from pytest_tts_scaling.endpoints.base import Endpoint
+    from pytest_tts_scaling.report.extras import ReportExtras
+    from pytest_tts_scaling.steps.qmax import LadderResult
 
 
 @pytest.fixture(scope="session")
@@ -71,7 +71,7 @@ def tts_endpoint(
     tts_options: RunOptions, tts_progress: Callable[[str], None]
 ) -> Iterator[Endpoint]:
     """The endpoint under measurement; for the local default, a server started for the session."""
-    from pytest_tts_scaling.endpoints import open_endpoint
+    from pytest_tts_scaling.endpoints.factory import open_endpoint
 
     with open_endpoint(tts_options, log=tts_progress) as endpoint:
         yield endpoint
@@ -95,7 +95,7 @@ def tts_ladder(
 
     With --dry-run it prints the schedule and skips without starting or calling anything.
     """
-    from pytest_tts_scaling.ladder import describe_schedule, run_ladder
+    from pytest_tts_scaling.steps.qmax import describe_schedule, run_ladder
 
     if tts_settings.run.dry_run:
         for line in describe_schedule(tts_settings):
@@ -115,7 +115,7 @@ def tts_scale_timeline(
     tts_summary: list[str],
 ) -> tuple[TtotalArtifact, Path]:
     """The measured scale-out timeline and where its artifact was written."""
-    from pytest_tts_scaling.ttotal import run_ttotal, summary_lines
+    from pytest_tts_scaling.steps.ttotal import run_ttotal, summary_lines
 
     if tts_settings.run.qmax_artifact is None:
         pytest.fail("ttotal needs the qmax artifact of this endpoint: pass --qmax-artifact FILE")
@@ -128,7 +128,7 @@ def tts_scale_timeline(
 @pytest.fixture
 def tts_report(request: pytest.FixtureRequest) -> ReportExtras:
     """Pictures, tables and text this test adds to its row of the HTML report."""
-    from pytest_tts_scaling.report import ReportExtras
+    from pytest_tts_scaling.report.extras import ReportExtras
 
     extras = ReportExtras()
     request.node.stash[EXTRAS_KEY] = extras

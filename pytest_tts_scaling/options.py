@@ -465,7 +465,7 @@ class RunOptions:
             key = dest.removeprefix("tts_")
             (known if key in names else extra)[key] = value
         if known.get("scenario"):
-            from pytest_tts_scaling.scenario import load_scenario, resolve
+            from pytest_tts_scaling.load.scenario import load_scenario, resolve
 
             scenario = load_scenario(resolve(known["scenario"], list(scenario_dirs)))
             extra["scenario"] = scenario

@@ -21,7 +21,7 @@ from pytest_tts_scaling.options import OPTION_SPECS, RunOptions
 from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.report import Shown
+    from pytest_tts_scaling.report.extras import Shown
 
 STEP_MARKERS = {
     "qmax": "Q_max: closed-loop concurrency search under a frozen endpoint.",
@@ -86,7 +86,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     options = session.config.stash.get(OPTIONS_KEY, None)
     if options is None or options.export_csv is None:
         return
-    from pytest_tts_scaling.export import export_csv
+    from pytest_tts_scaling.report.export import export_csv
 
     summary = session.config.stash[SUMMARY_KEY]
     for shown in shown_artifacts(session):
@@ -130,7 +130,7 @@ class HtmlExtras:
         if extras is not None and report.when == "call":
             from pytest_html import extras as html_extras
 
-            from pytest_tts_scaling.report import render
+            from pytest_tts_scaling.report.extras import render
 
             made = [
                 html_extras.html(render("extra.html.j2", name=extra.name, content=extra.content))
@@ -152,8 +152,8 @@ class HtmlExtras:
         shown = shown_artifacts(session)
         if not shown:
             return
-        from pytest_tts_scaling.pages import view_for, write_page
-        from pytest_tts_scaling.report import render
+        from pytest_tts_scaling.report.extras import render
+        from pytest_tts_scaling.report.pages import view_for, write_page
 
         base = html_report_path(session.config).parent
         views = [view_for(s) for s in shown]

@@ -11,7 +11,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.options import RunOptions
-    from pytest_tts_scaling.report import ReportExtras
+    from pytest_tts_scaling.report.extras import ReportExtras
 
 OPTIONS_KEY: pytest.StashKey[RunOptions] = pytest.StashKey()
 SUMMARY_KEY: pytest.StashKey[list[str]] = pytest.StashKey()

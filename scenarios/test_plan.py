@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.report import ReportExtras, render
+from pytest_tts_scaling.report.extras import ReportExtras, render
 
 pytestmark = pytest.mark.plan
 
@@ -21,9 +21,9 @@ def test_plan_has_no_stop_findings(
     tts_options: RunOptions, tts_report: ReportExtras, tts_summary: list[str]
 ) -> None:
     from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
+    from pytest_tts_scaling.core.plan import compute_plan, inputs_from_options
+    from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, plan_filename
     from pytest_tts_scaling.errors import InputError
-    from pytest_tts_scaling.plan import compute_plan, inputs_from_options
-    from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact, plan_filename
 
     missing = [
         flag

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tts_scaling.ladder import LadderResult
+from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.report import ReportExtras, ladder_svg, render, rung_table_html
-from pytest_tts_scaling.schema import QmaxArtifact
+from pytest_tts_scaling.report.extras import ReportExtras, ladder_svg, render, rung_table_html
+from pytest_tts_scaling.steps.qmax import LadderResult
 
 pytestmark = pytest.mark.qmax
 
@@ -25,12 +25,12 @@ def test_qmax_found(tts_ladder: LadderResult, tts_report: ReportExtras) -> None:
 
 def no_qmax_message(artifact: QmaxArtifact) -> str:
     """Why no rung passed, naming errors apart from latency (a broken endpoint is not slow)."""
-    from pytest_tts_scaling.ladder import verdict_words
+    from pytest_tts_scaling.steps.qmax import verdict_words
 
     first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
     if first is not None and first.fail_reason == "errors":
         return f"{verdict_words(artifact)}: the endpoint answers without audio, it is not slow"
-    from pytest_tts_scaling.ladder import trust_lines
+    from pytest_tts_scaling.steps.qmax import trust_lines
 
     p95 = first.goodput_ttfab_p95_ms if first is not None else None
     figure = "n/a" if p95 is None else f"{p95:.0f} ms"
@@ -79,7 +79,7 @@ def qmax_baseline(
     measured.
     """
     from pytest_tts_scaling.commands.qmax import load_baseline
-    from pytest_tts_scaling.compare import check_identity
+    from pytest_tts_scaling.core.compare import check_identity
     from pytest_tts_scaling.errors import InputError
 
     try:
@@ -105,7 +105,7 @@ def test_qmax_no_regression_against_baseline(
     tts_report: ReportExtras,
     tts_summary: list[str],
 ) -> None:
-    from pytest_tts_scaling.compare import compare
+    from pytest_tts_scaling.core.compare import compare
     from pytest_tts_scaling.errors import InputError
 
     if qmax_baseline is None:

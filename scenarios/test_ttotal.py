@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling.report import ReportExtras, stages_table_html
-from pytest_tts_scaling.schema import TtotalArtifact
+from pytest_tts_scaling.core.schema import TtotalArtifact
+from pytest_tts_scaling.report.extras import ReportExtras, stages_table_html
 
 pytestmark = pytest.mark.ttotal
 

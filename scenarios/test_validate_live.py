@@ -23,7 +23,7 @@ import pytest
 
 from pytest_tts_scaling.fleet import live
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.report import ReportExtras
+from pytest_tts_scaling.report.extras import ReportExtras
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.fleet.rehearsal import LiveRun

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_tts_scaling.schema import QmaxArtifact, Rung
-from pytest_tts_scaling.stats import summarize
+from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
+from pytest_tts_scaling.core.stats import summarize
 
 
 def make_rung(concurrency: int, *, meets_slo: bool = True, ttfab_p95_ms: float = 1.0) -> Rung:

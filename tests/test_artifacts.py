@@ -16,13 +16,13 @@ from pytest_tts_scaling.artifacts import (
     write_atomic,
     write_keeping,
 )
-from pytest_tts_scaling.errors import ArtifactError
-from pytest_tts_scaling.schema import (
+from pytest_tts_scaling.core.schema import (
     QmaxArtifact,
     TtotalArtifact,
     qmax_filename,
     slug_for,
 )
+from pytest_tts_scaling.errors import ArtifactError
 
 
 def artifact() -> QmaxArtifact:

@@ -13,19 +13,19 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
-from pytest_tts_scaling.endpoint import UrlEndpoint
-from pytest_tts_scaling.ladder import run_ladder
-from pytest_tts_scaling.loadgen import (
+from pytest_tts_scaling.core.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
+from pytest_tts_scaling.core.verdicts import RungInputs, judge
+from pytest_tts_scaling.endpoints.base import UrlEndpoint
+from pytest_tts_scaling.load.engine import (
     NO_FULL_COLLECTIONS,
     LoopMonitor,
     client_lag_bound_ms,
     quiet_gc,
 )
+from pytest_tts_scaling.load.transports import Session, Transport
+from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
-from pytest_tts_scaling.transports import Session, Transport
-from pytest_tts_scaling.transports.http import HttpStreamTransport
-from pytest_tts_scaling.verdicts import RungInputs, judge
+from pytest_tts_scaling.steps.qmax import run_ladder
 
 
 def test_the_lag_bound_is_a_twentieth_of_the_slo_with_a_floor() -> None:

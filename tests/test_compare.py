@@ -1,4 +1,4 @@
-"""The regression rule (`pytest_tts_scaling.compare`) and `tts-bench compare`."""
+"""The regression rule (`pytest_tts_scaling.core.compare`) and `tts-bench compare`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import pytest
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.cli import main
-from pytest_tts_scaling.compare import Comparison, compare
-from pytest_tts_scaling.errors import InputError, MismatchError
-from pytest_tts_scaling.schema import (
+from pytest_tts_scaling.core.compare import Comparison, compare
+from pytest_tts_scaling.core.schema import (
     DeployedConfig,
     Interval,
     Provenance,
@@ -21,7 +20,8 @@ from pytest_tts_scaling.schema import (
     Rung,
     Summary,
 )
-from pytest_tts_scaling.stats import quantile_ci, summarize
+from pytest_tts_scaling.core.stats import quantile_ci, summarize
+from pytest_tts_scaling.errors import InputError, MismatchError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = (

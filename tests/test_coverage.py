@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_tts_scaling.stats import quantile_ci
+from pytest_tts_scaling.core.stats import quantile_ci
 
 PHI = 0.6
 SIGMA = 0.5

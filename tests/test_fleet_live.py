@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_tts_scaling.core.simulate import Policy, ServiceCurve
 from pytest_tts_scaling.fleet import live
 from pytest_tts_scaling.fleet.live import Prediction
 from pytest_tts_scaling.fleet.localfleet import Dispatch, FleetEvent
-from pytest_tts_scaling.simulate import Policy, ServiceCurve
 
 T0 = 1_000_000_000_000
 POLICY = Policy(

@@ -198,7 +198,7 @@ def test_bad_option_values_are_refused_by_the_parser(
 
 
 def test_a_dead_endpoint_is_recorded_with_the_engines_error_code(tmp_path: Path) -> None:
-    from pytest_tts_scaling.local import free_port
+    from pytest_tts_scaling.endpoints.local import free_port
 
     records = tmp_path / "load.jsonl"
     url = f"http://127.0.0.1:{free_port()}"
@@ -279,7 +279,7 @@ def test_master_waits_for_a_worker_started_on_its_own(
 ) -> None:
     """The flags of a multi-host run, on one host: the worker is told nothing but the master's
     address; target, users and schedule come from the master."""
-    from pytest_tts_scaling.local import free_port
+    from pytest_tts_scaling.endpoints.local import free_port
 
     port = str(free_port())
     records = tmp_path / "load.jsonl"

@@ -10,11 +10,11 @@ import asyncio
 import time
 
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer
+from pytest_tts_scaling.core.simulate import Policy
 from pytest_tts_scaling.fleet.localfleet import LocalFleet
-from pytest_tts_scaling.loadgen import RungRun, run_rung
-from pytest_tts_scaling.simulate import Policy
-from pytest_tts_scaling.transports.http import HttpStreamTransport
-from pytest_tts_scaling.workload import Workload
+from pytest_tts_scaling.load.engine import RungRun, run_rung
+from pytest_tts_scaling.load.transports.http import HttpStreamTransport
+from pytest_tts_scaling.load.workload import Workload
 
 # Short periods so a test sees whole policy cycles in seconds; requests take 0.2 s.
 FAST = Policy(

@@ -15,15 +15,15 @@ from fault_server import FaultServer
 from pytest_tts_scaling import cli
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.disciplines import Faults
-from pytest_tts_scaling.endpoint import UrlEndpoint
+from pytest_tts_scaling.core.records import RequestSpec
+from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
-from pytest_tts_scaling.health import require_answer
-from pytest_tts_scaling.ladder import MAX_SAMPLE_EXTENSIONS, run_ladder
-from pytest_tts_scaling.loadgen import stall_bound_s
+from pytest_tts_scaling.load.engine import stall_bound_s
+from pytest_tts_scaling.load.health import require_answer
+from pytest_tts_scaling.load.transports import Transport
+from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.records import RequestSpec
-from pytest_tts_scaling.transports import Transport
-from pytest_tts_scaling.workload import Workload
+from pytest_tts_scaling.steps.qmax import MAX_SAMPLE_EXTENSIONS, run_ladder
 
 WORKLOAD = Workload()
 
@@ -41,8 +41,8 @@ def closed_port() -> int:
 @pytest.fixture
 def quick_stalls(monkeypatch: pytest.MonkeyPatch) -> float:
     """A 1 s stall bound (and probe patience) instead of 5 s and 20 s, so the tests stay short."""
-    monkeypatch.setattr("pytest_tts_scaling.loadgen.STALL_FLOOR_S", 1.0)
-    monkeypatch.setattr("pytest_tts_scaling.ladder.PROBE_PATIENCE_S", 1.0)
+    monkeypatch.setattr("pytest_tts_scaling.load.engine.STALL_FLOOR_S", 1.0)
+    monkeypatch.setattr("pytest_tts_scaling.steps.qmax.PROBE_PATIENCE_S", 1.0)
     return stall_bound_s(200)
 
 

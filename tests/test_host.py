@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling import endpoint, host
-from pytest_tts_scaling.host import CoreSplit
+from pytest_tts_scaling.endpoints import base as endpoint
+from pytest_tts_scaling.load import host
+from pytest_tts_scaling.load.host import CoreSplit
 from pytest_tts_scaling.options import model_dir
 
 

@@ -9,18 +9,18 @@ import pytest
 from factories import make_rung
 
 from pytest_tts_scaling.calibration import SerialStreamServer
-from pytest_tts_scaling.endpoint import UrlEndpoint
-from pytest_tts_scaling.ladder import (
+from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.schema import Host, Interval, Rung
+from pytest_tts_scaling.core.verdicts import falls_in_p95
+from pytest_tts_scaling.endpoints.base import UrlEndpoint
+from pytest_tts_scaling.options import ResolvedOptions, RunOptions
+from pytest_tts_scaling.steps.qmax import (
     MAX_SAMPLE_EXTENSIONS,
     MIN_COMPLETIONS,
     extension_rule,
     run_ladder,
     trust_lines,
 )
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.records import RequestRecord
-from pytest_tts_scaling.schema import Host, Interval, Rung
-from pytest_tts_scaling.verdicts import falls_in_p95
 
 
 def ok(i: int, ttfab: float = 100.0) -> RequestRecord:
@@ -125,7 +125,7 @@ def test_a_slow_endpoint_is_not_called_stopped(
 ) -> None:
     # Every request of the rung is cut at the 1 s stall bound, but the endpoint still answers
     # (after 1.5 s): the probe after the rung waits longer, so the run ends with a verdict.
-    monkeypatch.setattr("pytest_tts_scaling.loadgen.STALL_FLOOR_S", 1.0)
+    monkeypatch.setattr("pytest_tts_scaling.load.engine.STALL_FLOOR_S", 1.0)
     with SerialStreamServer(service_s=1.6, first_audio_s=1.5) as server:
         settings = one_rung(server, tmp_path, hold_s=2.0, measure_s=1.0)
         settings = dataclasses.replace(settings, slo_ms=200)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tts_scaling.endpoint import LocalEndpoint
-from pytest_tts_scaling.local import RECORDED_SETTINGS, LocalServer
+from pytest_tts_scaling.endpoints.base import LocalEndpoint
+from pytest_tts_scaling.endpoints.local import RECORDED_SETTINGS, LocalServer
 
 
 def test_engine_and_scheduler_from_the_environment_reach_the_artifact_config(

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_tts_scaling.artifacts import dump_json, load
+from pytest_tts_scaling.core.plan import PlanInputs, compute_plan, overall_verdict
+from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, Rung, TtotalArtifact
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
-from pytest_tts_scaling.plan import PlanInputs, compute_plan, overall_verdict
-from pytest_tts_scaling.schema import Finding, PlanArtifact, QmaxArtifact, Rung, TtotalArtifact
 
 DATA = Path(__file__).resolve().parents[1] / "reports" / "examples" / "source"
 QMAX_FILE = DATA / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"

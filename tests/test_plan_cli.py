@@ -12,7 +12,7 @@ import pytest
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.cli import main
-from pytest_tts_scaling.schema import PlanArtifact, QmaxArtifact
+from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[1] / "reports" / "examples" / "source"

@@ -7,7 +7,7 @@ import ssl
 import pytest
 from tts_container.audio import wav_header
 
-from pytest_tts_scaling.records import (
+from pytest_tts_scaling.core.records import (
     AudioFormat,
     ConnectTimeout,
     RequestRecord,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling.browser import FirstScreen, chromium_available, first_screen
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.cli import main
+from pytest_tts_scaling.report.browser import FirstScreen, chromium_available, first_screen
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "reports" / "examples" / "source"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.cli import main
-from pytest_tts_scaling.export import flatten, to_csv
+from pytest_tts_scaling.report.export import flatten, to_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "reports" / "examples" / "source"

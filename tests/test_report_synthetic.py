@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_tts_scaling.pages import load_shown, view_for
-from pytest_tts_scaling.report import (
+from pytest_tts_scaling.report.extras import (
     DEV_MODEL_LABEL,
     SYNTHETIC_LABEL,
     SYNTHETIC_NOTE,
     rung_table_html,
 )
+from pytest_tts_scaling.report.pages import load_shown, view_for
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_QMAX = (

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
-from pytest_tts_scaling.decoding import DecodeError, ResponseFormat
+from pytest_tts_scaling.core.decoding import DecodeError, ResponseFormat
+from pytest_tts_scaling.core.records import AudioFormat, StreamTimer
+from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
+from pytest_tts_scaling.load.workload import Workload, sample_texts, workload_for
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.records import AudioFormat, StreamTimer
-from pytest_tts_scaling.scenario import ScenarioError, load_scenario, resolve
-from pytest_tts_scaling.workload import Workload, sample_texts, workload_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "scenarios"

@@ -12,15 +12,15 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_tts_scaling.schema import Interval, Rung
-from pytest_tts_scaling.search import (
+from pytest_tts_scaling.core.schema import Interval, Rung
+from pytest_tts_scaling.core.search import (
     add_measurement,
     next_step,
     rungs_left,
     worst_case_rungs,
 )
-from pytest_tts_scaling.stats import summarize
-from pytest_tts_scaling.verdicts import select_qmax
+from pytest_tts_scaling.core.stats import summarize
+from pytest_tts_scaling.core.verdicts import select_qmax
 
 Curve = Callable[[int], tuple[float, float, float]]  # N -> (p95 ms, throughput rps, latency ms)
 

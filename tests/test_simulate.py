@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_tts_scaling.simulate import (
+from pytest_tts_scaling.core.simulate import (
     Policy,
     ServiceCurve,
     diurnal_trace,

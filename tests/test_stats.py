@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_tts_scaling.stats import (
+from pytest_tts_scaling.core.stats import (
     autocorrelation_time,
     quantile_ci,
     summarize,

@@ -5,10 +5,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from factories import make_qmax, make_rung
 
-from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.records import RequestRecord
-from pytest_tts_scaling.schema import QmaxArtifact
-from pytest_tts_scaling.timeline import (
+from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.schema import QmaxArtifact
+from pytest_tts_scaling.core.timeline import (
     Event,
     assemble,
     iso,
@@ -17,6 +16,7 @@ from pytest_tts_scaling.timeline import (
     recovered_at_ns,
     recovery_threshold_ms,
 )
+from pytest_tts_scaling.errors import InputError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -6,13 +6,13 @@ from collections import Counter
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.disciplines import Faults
-from pytest_tts_scaling.loadgen import ClosedLoop
-from pytest_tts_scaling.records import RequestRecord
-from pytest_tts_scaling.transports import admission_bound, error_outcome
-from pytest_tts_scaling.transports.balanced import LeastOutstandingTransport
-from pytest_tts_scaling.transports.http import HttpStreamTransport
-from pytest_tts_scaling.verdicts import RungInputs, judge
-from pytest_tts_scaling.workload import Workload
+from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.verdicts import RungInputs, judge
+from pytest_tts_scaling.load.engine import ClosedLoop
+from pytest_tts_scaling.load.transports import admission_bound, error_outcome
+from pytest_tts_scaling.load.transports.balanced import LeastOutstandingTransport
+from pytest_tts_scaling.load.transports.http import HttpStreamTransport
+from pytest_tts_scaling.load.workload import Workload
 
 
 def test_error_outcome_reads_the_json_code() -> None:

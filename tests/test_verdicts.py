@@ -6,10 +6,10 @@ from collections.abc import Callable
 import pytest
 from factories import make_rung
 
-from pytest_tts_scaling.records import RequestRecord
-from pytest_tts_scaling.schema import Interval, Rung
-from pytest_tts_scaling.search import next_step
-from pytest_tts_scaling.verdicts import (
+from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.schema import Interval, Rung
+from pytest_tts_scaling.core.search import next_step
+from pytest_tts_scaling.core.verdicts import (
     RungInputs,
     judge,
     select_qmax,

@@ -13,11 +13,11 @@ from tts_container.audio import wav_header
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.disciplines import Faults
 from pytest_tts_scaling.calibration.server import PCM_BYTES_PER_S
-from pytest_tts_scaling.decoding import JsonFieldDecoder, RawAudioDecoder, compile_field
-from pytest_tts_scaling.loadgen import ClosedLoop
-from pytest_tts_scaling.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
-from pytest_tts_scaling.transports.http import HttpStreamTransport
-from pytest_tts_scaling.workload import Workload
+from pytest_tts_scaling.core.decoding import JsonFieldDecoder, RawAudioDecoder, compile_field
+from pytest_tts_scaling.core.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
+from pytest_tts_scaling.load.engine import ClosedLoop
+from pytest_tts_scaling.load.transports.http import HttpStreamTransport
+from pytest_tts_scaling.load.workload import Workload
 
 AUDIO = b"\x01\x00" * 2400  # 0.1 s at 24 kHz
 

@@ -16,7 +16,7 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from pytest_tts_scaling.schema import PlanArtifact
+from pytest_tts_scaling.core.schema import PlanArtifact
 from speech_infra.naming import alarm_name, endpoint_name, scaling_resource_id
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"

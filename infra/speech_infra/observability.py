@@ -18,7 +18,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from pytest_tts_scaling.schema import PlanArtifact
+from pytest_tts_scaling.core.schema import PlanArtifact
 from speech_infra.autoscaling import concurrency_metric
 from speech_infra.naming import alarm_name, endpoint_name
 

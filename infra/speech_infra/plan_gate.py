@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_tts_scaling.artifacts import load
+from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
 from pytest_tts_scaling.errors import ArtifactError
-from pytest_tts_scaling.schema import PlanArtifact, plan_filename
 from speech_infra.registry import ModelEndpointConfig
 
 

@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.records import RequestSpec, StreamTimer
-from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, Session, Transport
+from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, Session, Transport
 
 BIDI_PORT = 8443
 # A custom endpoint for the HTTP/2 runtime (the SDK's own setting); see runtime_endpoint().

@@ -18,8 +18,8 @@ from typing import Any
 
 from pytest_tts_scaling.aws.clients import Clock, aws_errors
 from pytest_tts_scaling.aws.scaling import ScalingScope
-from pytest_tts_scaling.schema import Rung
-from pytest_tts_scaling.timeline import parse_iso
+from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.timeline import parse_iso
 
 NAMESPACE = "AWS/SageMaker"
 PERIOD_S = 10

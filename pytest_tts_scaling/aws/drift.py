@@ -34,8 +34,8 @@ from pytest_tts_scaling.aws.freeze import (
     thaw_command,
 )
 from pytest_tts_scaling.aws.lock import read_locks
+from pytest_tts_scaling.core.schema import PlanArtifact
 from pytest_tts_scaling.errors import ArtifactError
-from pytest_tts_scaling.schema import PlanArtifact
 
 Severity = Literal["error", "warn"]
 

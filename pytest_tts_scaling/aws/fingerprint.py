@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_tts_scaling.aws.clients import aws_errors, error_code
+from pytest_tts_scaling.core.schema import DeployedConfig, slug_for
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.schema import DeployedConfig, slug_for
 
 
 class EndpointNotFound(InputError):

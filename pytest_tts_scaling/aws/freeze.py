@@ -50,8 +50,8 @@ from pytest_tts_scaling.aws.lock import (
     this_host,
     write_lock,
 )
+from pytest_tts_scaling.core.timeline import iso, parse_iso
 from pytest_tts_scaling.errors import ArtifactError, InputError
-from pytest_tts_scaling.timeline import iso, parse_iso
 
 FREEZE_SCHEMA = "tts-scaling/freeze/1"
 IN_SERVICE_TIMEOUT_S = 30 * 60.0

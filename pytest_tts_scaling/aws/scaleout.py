@@ -41,11 +41,9 @@ from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import Clock, WaitTimeout, aws_errors, error_code
 from pytest_tts_scaling.aws.fingerprint import TERMINAL_STATUSES, describe_endpoint
 from pytest_tts_scaling.aws.freeze import Capacity
-from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.loadgen import DRAIN_S, ClosedLoop, MakeRequest
-from pytest_tts_scaling.records import RequestRecord
-from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact
-from pytest_tts_scaling.timeline import (
+from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.timeline import (
     CONTAINER_MARKERS,
     DEFAULT_POLICY_LAG_S,
     Event,
@@ -54,13 +52,15 @@ from pytest_tts_scaling.timeline import (
     recovered_at_ns,
     recovery_threshold_ms,
 )
+from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.load.engine import DRAIN_S, ClosedLoop, MakeRequest
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.aws.endpoint import SageMakerEndpoint
-    from pytest_tts_scaling.endpoint import Endpoint
+    from pytest_tts_scaling.endpoints.base import Endpoint
+    from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
+    from pytest_tts_scaling.load.transports import Transport
+    from pytest_tts_scaling.load.workload import Workload
     from pytest_tts_scaling.options import ResolvedOptions
-    from pytest_tts_scaling.transports import Transport
-    from pytest_tts_scaling.workload import Workload
 
 Log = Callable[[str], None]
 
@@ -133,7 +133,7 @@ def container_markers(messages: Sequence[tuple[float, str]], *, source: str) -> 
     Parsed as the local scale timer parses them (`TTS_MARKER {"marker", "at", …}`, the time
     the container wrote); unknown marker names and malformed lines are skipped.
     """
-    from pytest_tts_scaling.scaletimer import marker_events
+    from pytest_tts_scaling.endpoints.local_scaleout import marker_events
 
     return [
         replace(event, source=source)
@@ -667,9 +667,9 @@ def measure_sagemaker_ttotal(
     `clock` (default: the endpoint's clients' clock, which the freeze itself waits on) drives
     every wait of the scale-out: provisioning, log delivery and taking the instance back.
     """
-    from pytest_tts_scaling.aws.endpoint import SageMakerEndpoint
-    from pytest_tts_scaling.scaletimer import check_comparable, ttotal_artifact
-    from pytest_tts_scaling.workload import workload_for
+    from pytest_tts_scaling.endpoints.local_scaleout import check_comparable, ttotal_artifact
+    from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
+    from pytest_tts_scaling.load.workload import workload_for
 
     if not isinstance(endpoint, SageMakerEndpoint):
         raise TypeError("the SageMaker scale timer needs a SageMakerEndpoint")

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from pytest_tts_scaling.records import REJECTION_CODES, RequestSpec, Status, StreamTimer
-from pytest_tts_scaling.transports import (
+from pytest_tts_scaling.core.records import REJECTION_CODES, RequestSpec, Status, StreamTimer
+from pytest_tts_scaling.load.transports import (
     INVOCATION_LIMIT_S,
     Session,
     Transport,

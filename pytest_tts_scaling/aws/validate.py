@@ -19,7 +19,7 @@ from typing import Any
 from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
 from pytest_tts_scaling.aws.fingerprint import read_deployment
-from pytest_tts_scaling.schema import PlanArtifact
+from pytest_tts_scaling.core.schema import PlanArtifact
 
 Value = float | int | str | bool | None
 
@@ -78,7 +78,7 @@ SOURCES = {
 
 def planned_values(plan: PlanArtifact, scope: scaling.ScalingScope) -> dict[str, Value]:
     """What each field should be: the plan's numbers, and the policy shape the plan assumes."""
-    from pytest_tts_scaling.plan import ALARM_PERIOD_S, ALARM_PERIODS
+    from pytest_tts_scaling.core.plan import ALARM_PERIOD_S, ALARM_PERIODS
 
     metric = scaling.MetricRef(
         "AWS/SageMaker",

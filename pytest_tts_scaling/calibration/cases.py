@@ -18,7 +18,7 @@ from pytest_tts_scaling.calibration.disciplines import (
 )
 from pytest_tts_scaling.calibration.server import SerialStreamServer
 from pytest_tts_scaling.calibration.truth import Truth, truth_for
-from pytest_tts_scaling.schema import QmaxArtifact, Rung
+from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 
 # The base of the fault cases: serial, 50 ms a request, first audio at 20 ms; Q_max 6 at 295 ms.
 FAST_SERIAL = Slots(slots=1, service_s=0.05, first_audio_s=0.02)

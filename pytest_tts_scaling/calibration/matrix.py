@@ -14,12 +14,12 @@ from pathlib import Path
 from pytest_tts_scaling.artifacts import load
 from pytest_tts_scaling.calibration.cases import Case, Outcome
 from pytest_tts_scaling.calibration.truth import truth_for
-from pytest_tts_scaling.endpoint import UrlEndpoint
+from pytest_tts_scaling.core.schema import QmaxArtifact
+from pytest_tts_scaling.core.verdicts import word
+from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import ToolError
-from pytest_tts_scaling.ladder import run_ladder
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.schema import QmaxArtifact
-from pytest_tts_scaling.verdicts import word
+from pytest_tts_scaling.steps.qmax import run_ladder
 
 # The share of each rung's hold that is measured; the rest is warm-up.
 MEASURED_SHARE = 2 / 3

@@ -30,7 +30,7 @@ from typing import Literal
 from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Faults, Slots
 from pytest_tts_scaling.calibration.streamserver import StreamServer, serve
 from pytest_tts_scaling.calibration.truth import serial_qmax
-from pytest_tts_scaling.stats import time_weighted_in_flight
+from pytest_tts_scaling.core.stats import time_weighted_in_flight
 
 PCM_BYTES_PER_S = 48000  # 24 kHz, 16-bit mono, as the real container sends
 SAMPLE_RATE = 24000

@@ -1,6 +1,6 @@
 """`tts-bench compare BASELINE NEW`: the regression check of two qmax artifacts, offline.
 
-The same comparison `--baseline` runs after a ladder (rule: :mod:`pytest_tts_scaling.compare`).
+The same comparison `--baseline` runs after a ladder (rule: :mod:`pytest_tts_scaling.core.compare`).
 Exit 0 when nothing regressed, 1 on any regression, 2 on a bad or mismatched artifact.
 """
 
@@ -33,8 +33,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.compare import compare
-    from pytest_tts_scaling.schema import QmaxArtifact
+    from pytest_tts_scaling.core.compare import compare
+    from pytest_tts_scaling.core.schema import QmaxArtifact
 
     baseline = load(args.baseline, QmaxArtifact)
     new = load(args.new, QmaxArtifact)

@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
 from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
-from pytest_tts_scaling.schema import PlanArtifact, plan_filename
 
 
 def register(subparsers: Any) -> None:

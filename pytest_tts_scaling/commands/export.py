@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.artifacts import load_any
-    from pytest_tts_scaling.export import export_csv
+    from pytest_tts_scaling.report.export import export_csv
 
     done = export_csv(load_any(args.artifact), args.artifact, args.csv)
     for path in done.written:

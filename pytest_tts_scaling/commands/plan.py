@@ -44,9 +44,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
+    from pytest_tts_scaling.core.plan import compute_plan, inputs_from_options, report_lines
+    from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, plan_filename
     from pytest_tts_scaling.errors import InputError
-    from pytest_tts_scaling.plan import compute_plan, inputs_from_options, report_lines
-    from pytest_tts_scaling.schema import QmaxArtifact, TtotalArtifact, plan_filename
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
     options = RunOptions.from_namespace(values)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions, add_to_argparse, specs_named
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.schema import QmaxArtifact
+    from pytest_tts_scaling.core.schema import QmaxArtifact
 
 FLAGS = (
     "--endpoint",
@@ -50,9 +50,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.compare import check_identity, compare
-    from pytest_tts_scaling.endpoints import open_endpoint
-    from pytest_tts_scaling.ladder import describe_schedule, run_ladder
+    from pytest_tts_scaling.core.compare import check_identity, compare
+    from pytest_tts_scaling.endpoints.factory import open_endpoint
+    from pytest_tts_scaling.steps.qmax import describe_schedule, run_ladder
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
     settings = RunOptions.from_namespace(values).for_kind()
@@ -105,8 +105,8 @@ def load_baseline(settings: ResolvedOptions) -> QmaxArtifact | None:
     is checked once the endpoint is open; the whole identity again by :func:`compare`.
     """
     from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.compare import check_identity
-    from pytest_tts_scaling.schema import QmaxArtifact
+    from pytest_tts_scaling.core.compare import check_identity
+    from pytest_tts_scaling.core.schema import QmaxArtifact
 
     run = settings.run
     if run.baseline is None:

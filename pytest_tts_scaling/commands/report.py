@@ -45,8 +45,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.artifacts import write_atomic
-    from pytest_tts_scaling.pages import answer_html, load_shown, view_for, write_page
-    from pytest_tts_scaling.report import render
+    from pytest_tts_scaling.report.extras import render
+    from pytest_tts_scaling.report.pages import answer_html, load_shown, view_for, write_page
 
     views = [view_for(load_shown(path)) for path in args.artifacts]
     output: Path = args.output or args.artifacts[0].with_suffix(".html")
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 def _screenshot(page: Path, png: Path | None) -> int:
     if png is None:
         return 0
-    from pytest_tts_scaling.browser import first_screen
+    from pytest_tts_scaling.report.browser import first_screen
 
     screen = first_screen(page, png)
     width, height = screen.viewport

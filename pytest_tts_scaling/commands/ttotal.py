@@ -42,8 +42,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.endpoints import open_endpoint
-    from pytest_tts_scaling.ttotal import run_ttotal, summary_lines
+    from pytest_tts_scaling.endpoints.factory import open_endpoint
+    from pytest_tts_scaling.steps.ttotal import run_ttotal, summary_lines
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
     settings = RunOptions.from_namespace(values).for_kind()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S
+from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.transports import INVOCATION_LIMIT_S
-from pytest_tts_scaling.workload import Workload, workload_for
 
 
 @dataclass

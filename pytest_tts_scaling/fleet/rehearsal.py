@@ -26,12 +26,12 @@ from typing import Any
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import save, write_atomic
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer
+from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
+from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
+from pytest_tts_scaling.core.timeline import DEFAULT_POLICY_LAG_S, iso
 from pytest_tts_scaling.fleet import arrivals
 from pytest_tts_scaling.fleet.live import LiveTraffic, Prediction, live_traffic, predict
 from pytest_tts_scaling.fleet.localfleet import FleetLog, LocalFleet
-from pytest_tts_scaling.plan import PlanInputs, PlanOutcome, compute_plan
-from pytest_tts_scaling.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
-from pytest_tts_scaling.timeline import DEFAULT_POLICY_LAG_S, iso
 
 MODEL = "calibration"
 # Above one request's 0.4 s, so the plan has a queueing budget (W_max); below the 0.45 s a 17th
@@ -59,9 +59,9 @@ def instance(queue_max_depth: int = 0) -> SerialStreamServer:
 
 def measure_qmax(workdir: Path, progress: Progress) -> QmaxArtifact:
     """The ladder against one instance without an admission gate (it would cap the ladder)."""
-    from pytest_tts_scaling.endpoint import UrlEndpoint
-    from pytest_tts_scaling.ladder import run_ladder
+    from pytest_tts_scaling.endpoints.base import UrlEndpoint
     from pytest_tts_scaling.options import RunOptions
+    from pytest_tts_scaling.steps.qmax import run_ladder
 
     with instance() as server:
         options = RunOptions(

@@ -30,7 +30,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from pytest_tts_scaling.fleet.config import LoadConfig
 from pytest_tts_scaling.fleet.user import USER_CLASSES, ProcessState, configure, user_class
-from pytest_tts_scaling.loadgen import quiet_gc
+from pytest_tts_scaling.load.engine import quiet_gc
 
 # Users spawn and connect before this much time is up; the start instant is then this far ahead.
 START_LEAD_S = 1.0
@@ -265,8 +265,8 @@ def _run_master(
 ) -> LoadRun:
     import numpy as np
 
+    from pytest_tts_scaling.endpoints.local import free_port
     from pytest_tts_scaling.fleet.arrivals import share
-    from pytest_tts_scaling.local import free_port
 
     port = bind_port or free_port()
     env = Environment(user_classes=[user_class(config)])

@@ -3,9 +3,9 @@
 Importing this module imports Locust, which monkey-patches the standard library with gevent:
 only the load command and its worker processes import it.
 
-Every user times an exchange with :class:`~pytest_tts_scaling.records.StreamTimer`, the timer the
-qmax engine uses, so TTFAB is the first byte of audio samples on every transport (WAV headers and
-JSON/base64 bodies through the same decoders) and the records are the same JSONL rows.
+Every user times an exchange with :class:`~pytest_tts_scaling.core.records.StreamTimer`, the
+timer the qmax engine uses, so TTFAB is the first byte of audio samples on every transport (WAV
+headers and JSON/base64 bodies through the same decoders) and the records are the same JSONL rows.
 
 - chunked HTTP on Locust's FastHttpUser (geventhttpclient). Its `read(n)` waits until n bytes
   are buffered, so the body is read piece by piece as it arrives (:func:`body_pieces`). A user's
@@ -26,10 +26,10 @@ import gevent.event
 from locust import FastHttpUser, User, task
 from locust.exception import StopUser
 
+from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.fleet.arrivals import Pacer
 from pytest_tts_scaling.fleet.config import LoadConfig
-from pytest_tts_scaling.records import RequestRecord, RequestSpec, StreamTimer
-from pytest_tts_scaling.transports import INVOCATION_LIMIT_S, error_outcome
+from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, error_outcome
 
 READ_SIZE = 65536
 # After a rejection or an error a closed-loop user pauses this long (as the qmax engine does).
@@ -269,7 +269,7 @@ class WebSocketUser(StreamingUser):
     def _connect(self) -> Any:
         import websocket  # websocket-client: plain sockets, so gevent schedules it
 
-        from pytest_tts_scaling.transports.websocket import BIDI_PATH
+        from pytest_tts_scaling.load.transports.websocket import BIDI_PATH
 
         assert self.host is not None
         url = "ws" + self.host.rstrip("/").removeprefix("http") + BIDI_PATH
@@ -278,7 +278,7 @@ class WebSocketUser(StreamingUser):
         )
 
     def exchange(self, spec: RequestSpec, timer: StreamTimer) -> None:
-        from pytest_tts_scaling.transports.websocket import control_frame
+        from pytest_tts_scaling.load.transports.websocket import control_frame
 
         if self.connection is None:
             self.connection = self._connect()

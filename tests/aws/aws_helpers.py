@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 
 from pytest_tts_scaling.aws.clients import Clock
-from pytest_tts_scaling.schema import PlanArtifact
+from pytest_tts_scaling.core.schema import PlanArtifact
 
 ROLE = "arn:aws:iam::123456789012:role/speech-execution"
 DIGEST = "sha256:8b1b96bc" + "0" * 56

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from pytest_tts_scaling.aws.bidi import BidiSession, BidiStreamBroken, SageMakerBidiTransport
-from pytest_tts_scaling.aws.endpoint import SageMakerEndpoint
 from pytest_tts_scaling.aws.fingerprint import Deployment
+from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
+from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.records import RequestSpec, StreamTimer
 
 PCM = b"\x02\x00" * 1200
 

@@ -16,7 +16,7 @@ def test_importing_the_aws_modules_imports_no_aws_sdk() -> None:
     code = (
         "import sys\n"
         "import pytest_tts_scaling.plugin, pytest_tts_scaling.cli\n"
-        "import pytest_tts_scaling.aws.endpoint, pytest_tts_scaling.aws.freeze\n"
+        "import pytest_tts_scaling.endpoints.sagemaker, pytest_tts_scaling.aws.freeze\n"
         "import pytest_tts_scaling.aws.drift, pytest_tts_scaling.aws.validate\n"
         "import pytest_tts_scaling.aws.cloudwatch, pytest_tts_scaling.aws.stream\n"
         "import pytest_tts_scaling.aws.bidi\n"

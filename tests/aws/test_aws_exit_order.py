@@ -9,13 +9,13 @@ from pathlib import Path
 from aws_helpers import deploy, desired_count, lock_keys, suspended, unique
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.endpoint import open_sagemaker_endpoint
 from pytest_tts_scaling.aws.freeze import snapshot_path
 from pytest_tts_scaling.calibration import SerialStreamServer
-from pytest_tts_scaling.endpoint import Endpoint, UrlEndpoint
-from pytest_tts_scaling.ladder import run_ladder
+from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.endpoints.base import Endpoint, UrlEndpoint
+from pytest_tts_scaling.endpoints.sagemaker import open_sagemaker_endpoint
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.schema import Rung
+from pytest_tts_scaling.steps.qmax import run_ladder
 
 ALL_FALSE = dict.fromkeys(
     ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), False

@@ -27,7 +27,6 @@ from pytest_tts_scaling.artifacts import save
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.cloudwatch import annotate_rungs
 from pytest_tts_scaling.aws.drift import run_drift
-from pytest_tts_scaling.aws.endpoint import SageMakerEndpoint
 from pytest_tts_scaling.aws.fingerprint import read_deployment
 from pytest_tts_scaling.aws.freeze import (
     FreezeSnapshot,
@@ -39,11 +38,12 @@ from pytest_tts_scaling.aws.freeze import (
 )
 from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, run_validate
 from pytest_tts_scaling.cli import main
+from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
+from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.stats import summarize
+from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.records import RequestSpec, StreamTimer
-from pytest_tts_scaling.schema import Rung
-from pytest_tts_scaling.stats import summarize
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EP = "speech-ic"
@@ -382,7 +382,7 @@ def test_requests_name_the_component(runtime: EventStreamServer) -> None:
 
 
 def test_workload_carries_the_component_from_the_options() -> None:
-    from pytest_tts_scaling.workload import workload_for
+    from pytest_tts_scaling.load.workload import workload_for
 
     options = RunOptions(endpoint=EP, inference_component="kokoro-ic")
     spec = workload_for(options, "sagemaker").request(4, 0, 0)

@@ -43,7 +43,6 @@ from eventstream_server import EventStreamServer, Script, event_stream_server, p
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout
-from pytest_tts_scaling.aws.endpoint import SageMakerEndpoint, open_sagemaker_endpoint
 from pytest_tts_scaling.aws.freeze import snapshot_path
 from pytest_tts_scaling.aws.scaleout import (
     InServiceWatch,
@@ -56,9 +55,7 @@ from pytest_tts_scaling.aws.scaleout import (
     read_policy_lag,
 )
 from pytest_tts_scaling.aws.scaling import ScalingScope
-from pytest_tts_scaling.errors import InputError, MismatchError
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.schema import (
+from pytest_tts_scaling.core.schema import (
     DeployedConfig,
     Provenance,
     QmaxArtifact,
@@ -66,9 +63,12 @@ from pytest_tts_scaling.schema import (
     TtotalArtifact,
     ttotal_filename,
 )
-from pytest_tts_scaling.stats import summarize
-from pytest_tts_scaling.timeline import Event, assemble
-from pytest_tts_scaling.ttotal import run_ttotal
+from pytest_tts_scaling.core.stats import summarize
+from pytest_tts_scaling.core.timeline import Event, assemble
+from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint, open_sagemaker_endpoint
+from pytest_tts_scaling.errors import InputError, MismatchError
+from pytest_tts_scaling.options import ResolvedOptions, RunOptions
+from pytest_tts_scaling.steps.ttotal import run_ttotal
 
 SLUG = "g4dnxlarge-8b1b96bc"
 PCM = b"\x01\x00" * 480

@@ -17,8 +17,8 @@ from eventstream_server import (
 from tts_container.audio import wav_header
 
 from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
-from pytest_tts_scaling.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
-from pytest_tts_scaling.transports import INVOCATION_LIMIT_S
+from pytest_tts_scaling.core.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
+from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S
 
 PCM = b"\x01\x00" * 2400  # 0.1 s at 24 kHz, 16-bit mono
 WAV_HEADER = wav_header(24000)

@@ -46,7 +46,7 @@ from pytest_tts_scaling.artifacts import load
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.scaleout import log_group
 from pytest_tts_scaling.cli import main
-from pytest_tts_scaling.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,7 +213,7 @@ def test_the_walkthrough_runs_as_printed_against_moto(
         threading.Timer(0.6, runtime.scripts.__setitem__, (fixed_name, FAST)).start()
 
     Provisioning(clock, fixed_name, on_in_service=share_the_load).install(clients)
-    monkeypatch.setattr("pytest_tts_scaling.aws.endpoint.AwsClients", lambda: clients)
+    monkeypatch.setattr("pytest_tts_scaling.endpoints.sagemaker.AwsClients", lambda: clients)
     monkeypatch.chdir(tmp_path)
     ttotal_words = filled(commands["ttotal"], tmp_path, {})
     assert ttotal_words[ttotal_words.index("--qmax") + 1] == str(qmax_path.relative_to(tmp_path))

@@ -17,7 +17,7 @@ import pytest
 from infra_helpers import MODEL, Synth, SynthFactory, make_plan, synthesize, write_plan
 from speech_infra.registry import REGISTRY
 
-from pytest_tts_scaling.schema import Finding
+from pytest_tts_scaling.core.schema import Finding
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from speech_infra.registry import ModelEndpointConfig
 from speech_infra.speech_app import SpeechStacks, add_speech_stacks
 
 from pytest_tts_scaling.artifacts import save
-from pytest_tts_scaling.schema import Finding, PlanArtifact, plan_filename
+from pytest_tts_scaling.core.schema import Finding, PlanArtifact, plan_filename
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"

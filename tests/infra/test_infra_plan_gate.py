@@ -12,8 +12,8 @@ from infra_helpers import MODEL, make_plan, write_plan
 from speech_infra.plan_gate import ScalingDecision, decide_scaling
 from speech_infra.registry import REGISTRY
 
+from pytest_tts_scaling.core.schema import Finding
 from pytest_tts_scaling.errors import ArtifactError
-from pytest_tts_scaling.schema import Finding
 
 KOKORO = REGISTRY[MODEL]
 

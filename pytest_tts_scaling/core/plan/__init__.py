@@ -1,0 +1,250 @@
+"""The plan (SPEC §4): thresholds, cooldowns, fleet size and findings from the two measurements.
+
+Pure: a qmax artifact, a ttotal artifact and the operator's inputs in, a :class:`PlanArtifact`
+out; no I/O, no clock, no randomness, so the same inputs give the same bytes. Refusals raise
+:mod:`pytest_tts_scaling.errors` exceptions whose one-line message names what differs.
+
+Where the source method is wrong, the plan follows the measurement instead: the fleet is sized
+from the throughput the ladder measured at C_scale_max, never from ``rps * S_mean / C_scale_max``
+(on an instance that serves one request at a time that undercounts the fleet many times over),
+and surge survival is decided by simulating the fleet (:mod:`pytest_tts_scaling.core.simulate`).
+
+The package follows the plan's seams: `inputs` (the operator's inputs and the refusals),
+`quantities`, `findings` (about the measurement), `policy` (findings about the policy) and
+`render` (the registry block and the printed lines); `compute_plan` here puts them together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from pytest_tts_scaling.core.plan.findings import (
+    Facts,
+    config_match,
+    invocation_ceiling,
+    measurement_trust,
+    queue_depth,
+    repeatability,
+    slo_budget,
+)
+from pytest_tts_scaling.core.plan.inputs import (
+    ALARM_PERIOD_S,
+    ALARM_PERIODS,
+    SURGE_LEAD_S,
+    PlanInputs,
+    check_inputs,
+    inputs_from_options,
+    label,
+    little_curve,
+    measured_curve,
+)
+from pytest_tts_scaling.core.plan.policy import (
+    fleet_cost,
+    knee_finding,
+    provision_stage,
+    scale_in_safety,
+    surge_record,
+    surge_survival,
+    threshold_units,
+)
+from pytest_tts_scaling.core.plan.quantities import (
+    cw_ratio_near,
+    fleet_size,
+    knee_concurrency,
+    smallest_safe_floor,
+)
+from pytest_tts_scaling.core.plan.render import config_block, inputs_record, report_lines
+from pytest_tts_scaling.core.schema import (
+    Finding,
+    PlanArtifact,
+    QmaxArtifact,
+    TtotalArtifact,
+    Verdict,
+)
+from pytest_tts_scaling.core.simulate import (
+    Policy,
+    ServiceCurve,
+    SimulationResult,
+    simulate,
+    surge_trace,
+)
+from pytest_tts_scaling.errors import ArtifactError
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """The plan artifact and what it was decided from (for reports and plots)."""
+
+    artifact: PlanArtifact
+    curve: ServiceCurve
+    policy: Policy
+    surge: SimulationResult
+    surge_start_s: float
+    surge_instances: int
+
+
+def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs) -> PlanOutcome:
+    """Every SPEC §4 plan quantity, the findings and the verdict. Raises InputError subclasses."""
+    check_inputs(qmax, ttotal, inputs)
+    # Established by check_inputs:
+    assert qmax.q_max is not None
+    assert qmax.s_p95_s is not None
+    assert qmax.ttfab_p95_at_c1_ms is not None
+    assert inputs.peak_rps is not None
+    q_max = qmax.q_max
+    slo_ms = qmax.slo_ms
+    t_total = ttotal.t_total_s
+    curve = measured_curve(qmax, inputs.qmax_name)
+
+    surge = Fraction(repr(float(inputs.surge_ratio)))
+    h = surge - 1
+    c_max = (1 - h) * q_max
+    c_min = (1 - 2 * h) * q_max
+    ratio, ratio_rung = cw_ratio_near(qmax.rungs, float(c_max))
+    w_max = max(0.0, slo_ms / 1000.0 - qmax.s_p95_s)
+    scale_out_cooldown = int(min(max(t_total / 2, 10.0), 30.0))
+    scale_in_cooldown = int(max(300.0, 3 * t_total))
+    alarm_ms = float(math.ceil(round(qmax.ttfab_p95_at_c1_ms, 6)))
+
+    measured_x = curve.throughput(float(c_max))
+    little_x = little_curve(qmax.rungs, inputs.qmax_name).throughput(float(c_max))
+    per_instance = round(min(measured_x, little_x), 3)
+    if per_instance <= 0:
+        raise ArtifactError(
+            f"{label(inputs.qmax_name, 'qmax artifact')}: field 'rungs': no throughput measured "
+            f"at or below C_scale_max {float(c_max):g}"
+        )
+    min_instances = max(inputs.min_floor, fleet_size(inputs.trough_rps, per_instance))
+    max_instances = max(min_instances, fleet_size(inputs.peak_rps, per_instance))
+    min_safe = smallest_safe_floor(c_max, c_min, max_instances)
+
+    policy = Policy(
+        target_concurrency=float(c_max),
+        scale_in_concurrency=float(c_min),
+        min_instances=min_instances,
+        max_instances=max_instances,
+        scale_out_cooldown_s=scale_out_cooldown,
+        scale_in_cooldown_s=scale_in_cooldown,
+        provision_s=max(0.0, t_total - ttotal.policy_lag_bound_s),
+        queue_max_depth=q_max,
+        period_s=ALARM_PERIOD_S,
+        scale_out_periods=ALARM_PERIODS,
+        scale_in_periods=ALARM_PERIODS,
+    )
+    base_rps = inputs.peak_rps / float(surge)
+    surge_n = min(max_instances, max(min_instances, fleet_size(base_rps, per_instance)))
+    surge_run = simulate(
+        surge_trace(
+            base_rps, float(surge), lead_s=SURGE_LEAD_S, ramp_s=t_total, hold_s=2 * t_total
+        ),
+        curve=curve,
+        policy=policy,
+        slo_ms=slo_ms,
+        initial_instances=surge_n,
+    )
+
+    facts = Facts(
+        qmax=qmax,
+        ttotal=ttotal,
+        inputs=inputs,
+        curve=curve,
+        h=float(h),
+        c_max=float(c_max),
+        c_min=float(c_min),
+        ratio=ratio,
+        ratio_rung=ratio_rung,
+        w_max=w_max,
+        measured_x=measured_x,
+        little_x=little_x,
+        per_instance=per_instance,
+        min_instances=min_instances,
+        max_instances=max_instances,
+        min_safe=min_safe,
+        policy=policy,
+        surge_run=surge_run,
+        surge_n=surge_n,
+        base_rps=base_rps,
+    )
+    findings = all_findings(facts)
+    verdict = overall_verdict(findings)
+    target_value = round(float(c_max) * ratio, 3)
+    scale_in_value = round(float(c_min) * ratio, 3)
+    artifact = PlanArtifact(
+        model=qmax.model,
+        slug=qmax.slug,
+        inputs=inputs_record(qmax, ttotal, inputs),
+        c_scale_max=round(float(c_max), 6),
+        c_scale_min=round(float(c_min), 6),
+        cw_units_ratio=ratio,
+        scaling_target_value=target_value,
+        scale_in_threshold=scale_in_value,
+        w_max_s=round(w_max, 3),
+        queue_max_depth=q_max,
+        scale_out_cooldown_s=scale_out_cooldown,
+        scale_in_cooldown_s=scale_in_cooldown,
+        min_instances=min_instances,
+        max_instances=max_instances,
+        min_safe_instances=min_safe,
+        per_instance_rps_at_c_scale_max=per_instance,
+        first_chunk_alarm_ms=alarm_ms,
+        findings=findings,
+        verdict=verdict,
+        config_block="",
+        **_extras(facts),
+    )
+    artifact.config_block = config_block(artifact, inputs)
+    return PlanOutcome(artifact, curve, policy, surge_run, SURGE_LEAD_S, surge_n)
+
+
+def _extras(f: Facts) -> dict[str, Any]:
+    """Fields beyond the SPEC §5 minimum: what the report and the config block need."""
+    return {
+        "instance_type": f.qmax.deployed_config.instance_type,
+        "t_total_s": f.ttotal.t_total_s,
+        "knee_concurrency": knee_concurrency(f.curve),
+        "surge_simulation": surge_record(f),
+    }
+
+
+def overall_verdict(findings: Sequence[Finding]) -> Verdict:
+    """stop if any finding stops, else warn if any warns, else ok."""
+    verdicts = {f.verdict for f in findings}
+    if "stop" in verdicts:
+        return "stop"
+    return "warn" if "warn" in verdicts else "ok"
+
+
+def all_findings(f: Facts) -> list[Finding]:
+    found = [
+        measurement_trust(f),
+        repeatability(f),
+        config_match(f),
+        slo_budget(f),
+        invocation_ceiling(f),
+        queue_depth(f),
+        threshold_units(f),
+        knee_finding(f),
+        surge_survival(f),
+        scale_in_safety(f),
+        fleet_cost(f),
+        provision_stage(f),
+    ]
+    return [finding for finding in found if finding is not None]
+
+
+__all__ = [
+    "ALARM_PERIODS",
+    "ALARM_PERIOD_S",
+    "PlanInputs",
+    "PlanOutcome",
+    "compute_plan",
+    "config_block",
+    "inputs_from_options",
+    "knee_concurrency",
+    "overall_verdict",
+    "report_lines",
+]

@@ -1,0 +1,258 @@
+"""One request's measurement: the timer transports report to, and the record it becomes.
+
+TTFAB is taken where the first byte of audio samples arrives (SPEC §3): a transport hands every
+body byte it reads to :meth:`StreamTimer.body`, which skips a WAV header wherever the bytes carry
+one, so no transport can mistake headers or control frames for audio.
+
+A request that did not end in audio says why in `error_code`, with a stable prefix: `no_audio`
+(an answer began, or ended, without audio), `http_<code>`, `connection_refused`, `dns_error`,
+`tls_error`, `connect_timeout`, `connection_dropped`, `stalled`, `decode_error`,
+`cancelled_at_drain`, `invocation_timeout`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import time
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from typing import Any, Literal
+
+from pytest_tts_scaling.core.decoding import DecodeError, Decoder, RawAudioDecoder, ResponseFormat
+from pytest_tts_scaling.core.stats import underrun_s
+
+Status = Literal["ok", "rejected", "error", "timeout"]
+REJECTION_CODES = frozenset({408, 429, 503})
+
+
+class ConnectTimeout(OSError):
+    """The connection to the endpoint was not established in time."""
+
+
+@dataclass(frozen=True)
+class AudioFormat:
+    """How many bytes make a second of audio, unless a WAV header in the answer says otherwise."""
+
+    sample_rate: int = 24000
+    sample_width: int = 2
+    channels: int = 1
+
+    @property
+    def bytes_per_second(self) -> int:
+        """0 for payloads that are not audio (an embedding, say): they have no duration."""
+        return self.sample_rate * self.sample_width * self.channels
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What one request sends, how its answer carries the payload, and what records join on.
+
+    `body` is the JSON object of the container's contract; a payload template renders `raw`
+    instead, which is then sent as it is.
+    """
+
+    request_id: str
+    body: dict[str, Any]
+    audio: AudioFormat = field(default_factory=AudioFormat)
+    voice: str | None = None
+    text_chars: int = 0
+    raw: bytes | None = None
+    response: ResponseFormat | None = None
+    component: str | None = None
+    text: str | None = None
+
+    @property
+    def payload(self) -> bytes:
+        return self.raw if self.raw is not None else json.dumps(self.body).encode()
+
+    def decoder(self) -> Decoder:
+        return (self.response or ResponseFormat()).decoder()
+
+    def input_row(self, *, rung: int, worker: int, seq: int) -> dict[str, Any]:
+        """What was sent, as the per-request inputs JSONL holds it (joins records on request_id)."""
+        return {
+            "request_id": self.request_id,
+            "rung": rung,
+            "worker": worker,
+            "seq": seq,
+            "text": self.text,
+            "voice": self.voice,
+            "component": self.component,
+            "payload_bytes": len(self.payload),
+        }
+
+
+@dataclass
+class StreamTimer:
+    """Collects the times of one exchange on the monotonic clock (ns)."""
+
+    audio: AudioFormat
+    decoder: Decoder | None = None
+    clock_ns: Any = time.perf_counter_ns
+    start_ns: int | None = None
+    first_audio_ns: int | None = None
+    end_ns: int | None = None
+    audio_bytes: int = 0
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    http_status: int | None = None
+    status: Status = "error"
+    error_code: str | None = None
+    target: str | None = None
+    # The admission bound a 503 answer's body named (`max_queue_depth`), if it named one.
+    max_queue_depth: int | None = None
+    # When the endpoint last showed life on this exchange: the request written, or bytes read.
+    last_activity_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.decoder is None:
+            self.decoder = RawAudioDecoder()
+
+    def started(self) -> None:
+        """Call just before the request is written."""
+        self.start_ns = self.last_activity_ns = self.clock_ns()
+
+    def body(self, data: bytes, *, at_ns: int | None = None) -> None:
+        """Call for every body byte read; only payload (audio) bytes are timed.
+
+        `at_ns`: when the bytes were read from the socket, where the transport knows (on this
+        clock); else now.
+        """
+        assert self.decoder is not None
+        now = self.last_activity_ns = self.clock_ns() if at_ns is None else at_ns
+        self._arrived(now, self.decoder.feed(data))
+
+    def finished(self, status: Status, error_code: str | None = None) -> None:
+        """Call once when the exchange ends.
+
+        An answer that ends well but carried no payload, or decodes badly, is an error.
+        """
+        now = self.clock_ns()
+        if status == "ok":
+            assert self.decoder is not None
+            try:
+                self._arrived(now, self.decoder.finish())
+            except DecodeError as exc:
+                status, error_code = "error", f"decode_error: {exc}"
+            else:
+                if self.first_audio_ns is None:
+                    status, error_code = "error", "no_audio"
+        self.end_ns = now
+        self.status = status
+        self.error_code = error_code
+
+    def failed(self, exc: BaseException, *, answered: bool | None = None) -> None:
+        """The exchange broke with `exc` (a socket or protocol error): record what was seen.
+
+        `answered`: whether the endpoint had begun its answer; by default, whether a status
+        line arrived.
+        """
+        if self.start_ns is None:
+            self.started()
+        began = self.http_status is not None if answered is None else answered
+        self.finished("error", failure_code(exc, answered=began, audio=self.audio_bytes > 0))
+
+    @property
+    def bytes_per_second(self) -> int:
+        """From the answer's WAV header where it had one, else from the requested format."""
+        declared = self.decoder.wav_bytes_per_second if self.decoder is not None else None
+        return declared or self.audio.bytes_per_second
+
+    def _arrived(self, now: int, payload: int) -> None:
+        if payload <= 0:
+            return
+        if self.first_audio_ns is None:
+            self.first_audio_ns = now
+        self.audio_bytes += payload
+        self.chunks.append((now, payload))
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """A finished request as written to the per-request JSONL (SPEC §5) and summarized per rung."""
+
+    request_id: str
+    rung: int
+    worker: int
+    start_ns: int
+    end_ns: int
+    status: Status
+    error_code: str | None
+    http_status: int | None
+    ttfab_ms: float | None
+    latency_ms: float
+    audio_bytes: int
+    audio_s: float
+    underrun_ms: float | None
+    gaps_ms: tuple[float, ...]
+    voice: str | None
+    text_chars: int
+    epoch_start_ns: int
+    target: str | None = None
+    component: str | None = None
+    max_queue_depth: int | None = None
+
+    @classmethod
+    def from_timer(
+        cls, timer: StreamTimer, spec: RequestSpec, *, rung: int, worker: int, epoch_offset_ns: int
+    ) -> RequestRecord:
+        """`epoch_offset_ns` converts the monotonic clock to wall-clock ns for joins."""
+        assert timer.start_ns is not None
+        assert timer.end_ns is not None
+        bps = timer.bytes_per_second
+        ttfab_ms = ms(timer.first_audio_ns - timer.start_ns) if timer.first_audio_ns else None
+        times = [at for at, _ in timer.chunks]
+        gaps = tuple(ms(b - a) for a, b in pairwise(times))
+        underrun = None
+        if timer.first_audio_ns is not None and bps > 0:
+            seconds = underrun_s(
+                timer.first_audio_ns / 1e9, [(at / 1e9, n / bps) for at, n in timer.chunks]
+            )
+            underrun = seconds * 1000.0
+        return cls(
+            request_id=spec.request_id,
+            rung=rung,
+            worker=worker,
+            start_ns=timer.start_ns,
+            end_ns=timer.end_ns,
+            status=timer.status,
+            error_code=timer.error_code,
+            http_status=timer.http_status,
+            ttfab_ms=ttfab_ms,
+            latency_ms=ms(timer.end_ns - timer.start_ns),
+            audio_bytes=timer.audio_bytes,
+            audio_s=timer.audio_bytes / bps if bps > 0 else 0.0,
+            underrun_ms=underrun,
+            gaps_ms=gaps,
+            voice=spec.voice,
+            text_chars=spec.text_chars,
+            epoch_start_ns=timer.start_ns + epoch_offset_ns,
+            target=timer.target,
+            component=spec.component,
+            max_queue_depth=timer.max_queue_depth,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["gaps_ms"] = list(self.gaps_ms)
+        return row
+
+
+def ms(ns: int) -> float:
+    return ns / 1e6
+
+
+def failure_code(exc: BaseException, *, answered: bool, audio: bool) -> str:
+    """The error code of a broken exchange: where it broke, not the exception's class name."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection_refused"
+    if isinstance(exc, socket.gaierror):
+        return "dns_error"
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return "tls_error"
+    if isinstance(exc, ConnectTimeout):
+        return "connect_timeout"
+    if answered and not audio:
+        return "no_audio"
+    return "connection_dropped"

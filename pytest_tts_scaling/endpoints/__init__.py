@@ -1,0 +1,1 @@
+"""The endpoints a run measures (local, a URL, SageMaker) behind one interface."""

@@ -1,0 +1,270 @@
+"""ttotal on the local default: time one more container from spawn to healthy traffic.
+
+A closed-loop probe runs at a rung the qmax artifact measured, spread over the instances by fewest
+outstanding requests. One more `tts-serve` is spawned (the clock starts), its log markers and
+/ping are watched, it joins the probe's routing when ready, and traffic counts as recovered when
+the probe's p95 TTFAB over a window is back within 1.25 × the ladder's p95 at the post-scale
+concurrency. The second instance is stopped in `finally`, whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import httpx
+
+from pytest_tts_scaling import __version__
+from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.timeline import (
+    DEFAULT_POLICY_LAG_S,
+    STAGE_ORDER,
+    Event,
+    Timeline,
+    assemble,
+    from_epoch_ns,
+    iso,
+    parse_iso,
+    probe_rung,
+    recovered_at_ns,
+    recovery_threshold_ms,
+)
+from pytest_tts_scaling.endpoints.base import Endpoint, UrlEndpoint
+from pytest_tts_scaling.endpoints.local import LocalServer
+from pytest_tts_scaling.errors import MismatchError
+from pytest_tts_scaling.load.engine import ClosedLoop
+from pytest_tts_scaling.load.workload import Workload, workload_for
+from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.qmax import git_commit
+
+MARKER_PREFIX = "TTS_MARKER "
+PING_EVERY_S = 0.1
+TRIGGER = "forced"
+# A local process has no EC2 instance whose log stream could appear.
+LOCAL_STAGES = tuple(stage for stage in STAGE_ORDER if stage != "instance_logging")
+
+
+def check_comparable(qmax: QmaxArtifact, endpoint: Endpoint, settings: ResolvedOptions) -> None:
+    """ttotal must probe the configuration and transport that qmax measured."""
+    run = settings.run
+    if run.transport != qmax.transport:
+        raise MismatchError(
+            f"field 'transport': the qmax artifact was measured over {qmax.transport}, this run "
+            f"uses {run.transport}; expected --transport {qmax.transport}"
+        )
+    if qmax.slug != endpoint.slug and not run.allow_config_mismatch:
+        raise MismatchError(
+            f"field 'slug': the qmax artifact is for {qmax.slug}, the endpoint is {endpoint.slug}; "
+            "expected the same configuration (or pass --allow-config-mismatch)"
+        )
+
+
+def marker_events(lines: list[tuple[float, str]]) -> list[Event]:
+    """The container's own startup markers, read from its output."""
+    events: list[Event] = []
+    for _, line in lines:
+        _, found, payload = line.partition(MARKER_PREFIX)
+        if not found:
+            continue
+        try:
+            marker = json.loads(payload)
+            at = parse_iso(marker["at"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        events.append(Event(marker["marker"], at, "container log marker"))
+    return events
+
+
+def _now() -> datetime:
+    return datetime.now(tz=UTC)
+
+
+def measure_local_ttotal(
+    endpoint: Endpoint,
+    qmax: QmaxArtifact,
+    settings: ResolvedOptions,
+    *,
+    progress: Callable[[str], None],
+    workload: Workload | None = None,
+    spawn: Callable[[], LocalServer] | None = None,
+) -> TtotalArtifact:
+    """Scale a local endpoint from one instance to two and time every stage."""
+    if not isinstance(endpoint, UrlEndpoint):
+        raise TypeError("the local scale timer needs an endpoint reachable by URL")
+    check_comparable(qmax, endpoint, settings)
+    workload = workload or workload_for(settings.run, endpoint.kind)
+    concurrency, post_scale = probe_rung(qmax)
+    threshold = recovery_threshold_ms(qmax, post_scale)
+    window_s = settings.measure_s
+    spawn = spawn or (
+        lambda: LocalServer(
+            log=progress,
+            env=endpoint.deployed.container_env,
+            model_dir=endpoint.model_dir,
+        )
+    )
+    progress(
+        f"ttotal: probe N={concurrency} over {qmax.transport}; after scale-out each instance sees "
+        f"{post_scale}; recovered when p95 TTFAB over {window_s:g} s <= {threshold:.0f} ms "
+        f"(1.25 x the ladder's p95 at N={post_scale})"
+    )
+    events, recovered = asyncio.run(
+        _probe_and_scale(endpoint, settings, workload, concurrency, threshold, spawn, progress)
+    )
+    return ttotal_artifact(
+        endpoint,
+        qmax,
+        assemble(events, expected=LOCAL_STAGES),
+        lag_s=float(DEFAULT_POLICY_LAG_S),
+        lag_source=(
+            "assumed, no deployed policy to read: 10 s period x 3 evaluation periods + 30 s "
+            "scale-out cooldown"
+        ),
+        probe={
+            "concurrency": concurrency,
+            "post_scale_concurrency": post_scale,
+            "recovery_threshold_ms": round(threshold, 3),
+            "recovery_window_s": window_s,
+            "recovered": recovered,
+        },
+        measured_at=_now(),
+    )
+
+
+def ttotal_artifact(
+    endpoint: Endpoint,
+    qmax: QmaxArtifact,
+    timeline: Timeline,
+    *,
+    lag_s: float,
+    lag_source: str,
+    probe: dict[str, object],
+    measured_at: datetime,
+) -> TtotalArtifact:
+    """The ttotal artifact of a forced scale-out: T_total = measured span + the policy lag bound."""
+    return TtotalArtifact(
+        model=qmax.model,
+        slug=endpoint.slug,
+        transport=qmax.transport,
+        trigger=TRIGGER,
+        t_measured_s=round(timeline.t_measured_s, 3),
+        policy_lag_bound_s=lag_s,
+        t_total_s=round(timeline.t_measured_s + lag_s, 3),
+        bounded=True,
+        stages=timeline.stages,
+        provenance=Provenance(
+            origin=f"{endpoint.kind}:{endpoint.name}",
+            run_id=uuid.uuid4().hex,
+            measured_at=iso(measured_at),
+            tool_version=__version__,
+            git_commit=git_commit(),
+        ),
+        dominant_stage=timeline.dominant_stage,
+        policy_lag_source=lag_source,
+        probe=probe,
+        missing_stages=timeline.missing,
+        out_of_order_stages=timeline.out_of_order,
+        qmax_run_id=qmax.provenance.run_id,
+    )
+
+
+async def _probe_and_scale(
+    endpoint: UrlEndpoint,
+    settings: ResolvedOptions,
+    workload: Workload,
+    concurrency: int,
+    threshold_ms: float,
+    spawn: Callable[[], LocalServer],
+    progress: Callable[[str], None],
+) -> tuple[list[Event], bool]:
+    from pytest_tts_scaling.load.transports.balanced import LeastOutstandingTransport
+
+    def transport_for(url: str) -> object:
+        return UrlEndpoint(url).transport(settings.run.transport, concurrency=concurrency)
+
+    balancer = LeastOutstandingTransport(transport_for, [endpoint.base_url])  # type: ignore[arg-type]
+    events = [Event("load_applied", _now(), "probe start (closed loop)")]
+    loop = ClosedLoop(
+        balancer, lambda w, s: workload.request(concurrency, w, s), concurrency=concurrency
+    ).start()
+    server: LocalServer | None = None
+    recovered = False
+    try:
+        await loop.wait(settings.hold_s - settings.measure_s)
+        events.append(Event("desired_set", _now(), "tts-bench: one more local instance requested"))
+        server = spawn().start()
+        deadline = time.monotonic() + server.ready_timeout_s
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if server.process is not None and server.process.poll() is not None:
+                    raise RuntimeError("the new local instance exited before it was ready")
+                try:
+                    ready = (await client.get(f"{server.base_url}/ping")).status_code == 200
+                except httpx.HTTPError:
+                    ready = False
+                if ready:
+                    break
+                await loop.wait(PING_EVERY_S)
+        in_service = _now()
+        events.append(Event("in_service", in_service, "GET /ping 200 (polled every 0.1 s)", True))
+        balancer.add(server.base_url)
+        in_service_ns = time.perf_counter_ns()
+        progress(
+            f"ttotal: new instance in service after "
+            f"{(in_service - events[1].at).total_seconds():.1f} s; waiting for recovery"
+        )
+        give_up = time.monotonic() + 4 * settings.measure_s + 30
+        while time.monotonic() < give_up:
+            await loop.wait(1.0)
+            if (
+                recovered_at_ns(
+                    loop.records,
+                    after_ns=in_service_ns,
+                    window_s=settings.measure_s,
+                    threshold_ms=threshold_ms,
+                )
+                is not None
+            ):
+                recovered = True
+                break
+    finally:
+        await loop.stop()
+        if server is not None:
+            server.stop()
+    served = [
+        r for r in loop.records if server and r.target == server.base_url and r.status == "ok"
+    ]
+    if served:
+        first = min(served, key=lambda r: r.end_ns)
+        events.append(
+            Event(
+                "first_request_served",
+                from_epoch_ns(first.end_ns + loop.epoch_offset_ns),
+                "probe: first request answered by the new instance",
+            )
+        )
+    at_ns = (
+        recovered_at_ns(
+            loop.records,
+            after_ns=in_service_ns,
+            window_s=settings.measure_s,
+            threshold_ms=threshold_ms,
+        )
+        if recovered
+        else None
+    )
+    if at_ns is not None:
+        events.append(
+            Event(
+                "traffic_recovered",
+                from_epoch_ns(at_ns + loop.epoch_offset_ns),
+                f"probe p95 TTFAB over {settings.measure_s:g} s <= {threshold_ms:.0f} ms",
+            )
+        )
+    if server is not None:
+        events += marker_events(server.lines)
+    return events, recovered

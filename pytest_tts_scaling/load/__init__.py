@@ -1,0 +1,1 @@
+"""Load: the workload, the closed-loop engine, its transports, and the endpoint health probe."""

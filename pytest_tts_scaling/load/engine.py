@@ -1,0 +1,459 @@
+"""The closed-loop load engine: N workers, each with exactly one request in flight.
+
+A slow server cannot make a closed loop send less than N (no coordinated omission): a worker
+sends its next request the moment the previous one ends. Every loop here is bounded by time.
+
+The engine also watches itself and the endpoint. A ticker measures how late the event loop
+wakes it (the client's own timekeeping error) and the loop thread's CPU; a request that hears
+nothing for the stall bound is cut (`stalled`), and a loop that sees no answer at all for that
+long says the endpoint stopped answering, so a dead or stalled server ends a rung in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
+from pytest_tts_scaling.core.schema import ClientTiming
+from pytest_tts_scaling.load.transports import Session, Transport
+
+# After a rejection or an error a worker pauses this long, so a full admission gate or a dead
+# server does not turn the client into a busy loop; it is far below any service time.
+REJECTION_BACKOFF_S = 0.05
+# Requests still running when the load stops get at most this long to finish; a request that
+# hears nothing for the stall bound is cut sooner.
+DRAIN_S = 30.0
+# The event-loop ticker's period and how often open requests are checked for a stall.
+TICK_S = 0.005
+STALL_SCAN_S = 0.1
+# A tick this late means the loop was busy (or descheduled) since the tick before.
+OVERDUE_MS = 1.0
+# Fewer first-audio reads than this give no p99 of their lateness (the ticker's p99 stands):
+# only many streams answer in bursts.
+MIN_READS_FOR_P99 = 200
+# The stall bound: no byte for this long is not a slow answer but no answer (SPEC §4 health).
+STALL_FLOOR_S = 5.0
+STALL_SLO_FACTOR = 2.0
+# The client kept time when its event loop's p99 lateness stayed within this share of the SLO.
+CLIENT_LAG_SLO_SHARE = 0.05
+CLIENT_LAG_FLOOR_MS = 10.0
+# Full collections are held back during a rung: automatic ones never reach this count.
+NO_FULL_COLLECTIONS = 2**31 - 1
+
+MakeRequest = Callable[[int, int], RequestSpec]
+ShouldExtend = Callable[[list[RequestRecord]], bool]
+
+
+def client_lag_bound_ms(slo_ms: float) -> float:
+    """How late the client's clock may run (p99 over a window) before its TTFAB cannot be held
+    against this SLO: a twentieth of the SLO, and never below 10 ms."""
+    return max(CLIENT_LAG_FLOOR_MS, CLIENT_LAG_SLO_SHARE * slo_ms)
+
+
+def stall_bound_s(slo_ms: float) -> float:
+    """How long a request may hear nothing before it counts as stalled: past twice the SLO its
+    TTFAB is a failure whatever comes, and a few seconds absorb a pause of the network."""
+    return max(STALL_FLOOR_S, STALL_SLO_FACTOR * slo_ms / 1000.0)
+
+
+class LoopMonitor:
+    """How late the event loop wakes a sleeper, and how busy the loop's thread is.
+
+    Every timestamp the client takes is late by about as much as this ticker is, so its
+    lateness bounds the TTFAB error. Garbage collections are timed too (one that walks the
+    whole heap is the usual cause of a late clock). Samples go into arrays, which the GC does
+    not track.
+    """
+
+    def __init__(self, tick_s: float = TICK_S):
+        self.tick_s = tick_s
+        self.at_ns = array("q")
+        self.late_ms = array("d")
+        self.cpu_ns = array("q")
+        self.gc_at_ns = array("q")
+        self.gc_ms = array("d")
+        self.gc_full = array("b")
+        self._gc_started_ns = 0
+
+    async def run(self) -> None:
+        tick_ns = int(self.tick_s * 1e9)
+        gc.callbacks.append(self._on_gc)
+        try:
+            while True:
+                before = time.perf_counter_ns()
+                await asyncio.sleep(self.tick_s)
+                now = time.perf_counter_ns()
+                self.at_ns.append(now)
+                self.late_ms.append(max(0, now - before - tick_ns) / 1e6)
+                self.cpu_ns.append(time.thread_time_ns())
+        finally:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter_ns()
+        if phase == "start":
+            self._gc_started_ns = now
+            return
+        self.gc_at_ns.append(now)
+        self.gc_ms.append((now - self._gc_started_ns) / 1e6)
+        self.gc_full.append(info["generation"] == 2)
+
+    def delays_ms(self, times_ns: Sequence[int]) -> np.ndarray:
+        """How late the loop may have been at each of `times_ns` (an upper bound).
+
+        A time that falls before an overdue tick may have had its bytes waiting since the
+        loop last ran the ticker: the tick before.
+        """
+        at = np.frombuffer(self.at_ns, dtype=np.int64)
+        times = np.asarray(times_ns, dtype=np.int64)
+        if at.size < 2 or times.size == 0:
+            return np.zeros(times.size)
+        index = np.clip(np.searchsorted(at, times, side="left"), 1, at.size - 1)
+        late = np.frombuffer(self.late_ms, dtype=np.float64)[index]
+        since = np.where(late >= OVERDUE_MS, at[index - 1], at[index] - late * 1e6)
+        inside = (times <= at[index]) & (times >= at[index - 1])
+        return np.clip(times - since, 0, None) / 1e6 * inside
+
+    def window(
+        self, start_ns: int, end_ns: int, first_audio_ns: Sequence[int] = ()
+    ) -> ClientTiming:
+        """Lateness percentiles and the loop thread's CPU share between two monotonic times.
+
+        With the window's first-audio times (at least `MIN_READS_FOR_P99`), also the p99 of how
+        late the loop may have been at them: answers that arrive in bursts meet a late loop more
+        often than a ticker does.
+        """
+        at = np.frombuffer(self.at_ns, dtype=np.int64) if self.at_ns else np.zeros(0, np.int64)
+        lo, hi = np.searchsorted(at, [start_ns, end_ns], side="left")
+        late = np.frombuffer(self.late_ms, dtype=np.float64)[lo:hi] if hi > lo else None
+        if late is None or late.size == 0:
+            return ClientTiming(ticks=0)
+        cpu = np.frombuffer(self.cpu_ns, dtype=np.int64)
+        wall = at[hi - 1] - at[lo]
+        share = float((cpu[hi - 1] - cpu[lo]) / wall) if wall > 0 else None
+        gc_at = np.frombuffer(self.gc_at_ns, dtype=np.int64)
+        in_window = (gc_at >= start_ns) & (gc_at <= end_ns)
+        pauses = np.frombuffer(self.gc_ms, dtype=np.float64)[in_window]
+        full = np.frombuffer(self.gc_full, dtype=np.int8)[in_window]
+        return ClientTiming(
+            ticks=int(late.size),
+            lag_p50_ms=float(np.percentile(late, 50)),
+            lag_p99_ms=float(np.percentile(late, 99)),
+            lag_max_ms=float(late.max()),
+            cpu_share=share,
+            gc_collections=int(pauses.size),
+            gc_full_collections=int(full.sum()),
+            gc_max_ms=float(pauses.max()) if pauses.size else None,
+            first_audio_lag_p99_ms=(
+                float(np.percentile(self.delays_ms(first_audio_ns), 99))
+                if len(first_audio_ns) >= MIN_READS_FOR_P99
+                else None
+            ),
+        )
+
+
+@contextlib.contextmanager
+def quiet_gc() -> Iterator[None]:
+    """Keep full garbage collections out of the measurement.
+
+    A full collection walks every object the process holds (a whole pytest collection, with
+    aws-cdk's modules, is hundreds of thousands) and stops the event loop for as long: 100 ms
+    and more, every stream's timestamps with it. So collect once before the rung, freeze what
+    survived (later collections skip it), and let only young generations be collected until
+    the rung ends; then collect what the rung left.
+    """
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(thresholds[0], thresholds[1], NO_FULL_COLLECTIONS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+        gc.collect()
+
+
+class ClosedLoop:
+    """N workers over one transport until :meth:`stop`; records accumulate as requests end.
+
+    With `stall_s`, a request that hears nothing for that long is cut as `stalled`, and when no
+    request has been answered for that long :attr:`stopped_answering` is set and :meth:`wait`
+    returns early.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        make_request: MakeRequest,
+        *,
+        concurrency: int,
+        label: int | None = None,
+        on_record: Callable[[RequestRecord], None] | None = None,
+        stall_s: float | None = None,
+    ):
+        self.transport = transport
+        self.make_request = make_request
+        self.concurrency = concurrency
+        self.label = concurrency if label is None else label
+        self.on_record = on_record
+        self.stall_s = stall_s
+        self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
+        self.records: list[RequestRecord] = []
+        self.session_errors: list[str] = []
+        self.monitor = LoopMonitor()
+        self.stopped_answering = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._watchers: list[asyncio.Task[object]] = []
+        self._open: dict[int, StreamTimer] = {}
+        self._cut: set[int] = set()
+        self._last_answer_ns = 0
+
+    def start(self) -> ClosedLoop:
+        self._last_answer_ns = time.perf_counter_ns()
+        self._watchers = [asyncio.create_task(self.monitor.run())]
+        if self.stall_s is not None:
+            self._watchers.append(asyncio.create_task(self._watch_stalls(self.stall_s)))
+        self._tasks = [asyncio.create_task(self._worker(i)) for i in range(self.concurrency)]
+        return self
+
+    async def wait(self, seconds: float) -> None:
+        """Sleep while the load runs, waking early for a worker that died or a silent endpoint."""
+        if seconds > 0 and not self.stopped_answering.is_set():
+            silent = asyncio.create_task(self.stopped_answering.wait())
+            try:
+                await asyncio.wait(
+                    [*self._tasks, silent], timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                silent.cancel()
+        self._raise_worker_error()
+
+    async def wait_for(self, done: Callable[[], bool], timeout_s: float) -> None:
+        """Until `done()` holds, the endpoint stops answering, or `timeout_s` passes."""
+        deadline = time.monotonic() + timeout_s
+        while not done() and not self.stopped_answering.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await self.wait(min(left, 0.02))
+
+    async def stop(self, drain_s: float = DRAIN_S) -> None:
+        """Send nothing new; give running requests `drain_s` to finish, then cancel them.
+
+        An endpoint that stopped answering gets no drain: there is nothing to wait for.
+        """
+        self._stopping.set()
+        if self._tasks:
+            pending = {t for t in self._tasks if not t.done()}
+            if pending and not self.stopped_answering.is_set() and drain_s > 0:
+                _, pending = await asyncio.wait(pending, timeout=drain_s)
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+        for watcher in self._watchers:
+            watcher.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
+        self._raise_worker_error()
+
+    def _raise_worker_error(self) -> None:
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and (error := task.exception()) is not None:
+                raise error
+
+    def _keep(self, record: RequestRecord) -> None:
+        self.records.append(record)
+        if record.status == "ok":
+            self._last_answer_ns = record.end_ns
+        if self.on_record is not None:
+            self.on_record(record)
+
+    async def _watch_stalls(self, stall_s: float) -> None:
+        """Cut requests that heard nothing for `stall_s`; notice when nothing is answered."""
+        stall_ns = int(stall_s * 1e9)
+        while True:
+            await asyncio.sleep(STALL_SCAN_S)
+            now = time.perf_counter_ns()
+            answering = now - self._last_answer_ns < stall_ns
+            for index, timer in list(self._open.items()):
+                if timer.end_ns is not None:
+                    continue
+                quiet_ns = now - (timer.last_activity_ns or now)
+                if quiet_ns >= stall_ns and index not in self._cut:
+                    self._cut.add(index)
+                    self._tasks[index].cancel()
+                elif timer.first_audio_ns is not None and quiet_ns < stall_ns:
+                    answering = True  # audio is flowing on a long answer
+            if not answering:
+                # The endpoint has been silent for the bound: what is still open is stalled too.
+                for index, timer in self._open.items():
+                    if timer.end_ns is None and index not in self._cut:
+                        self._cut.add(index)
+                        self._tasks[index].cancel()
+                self.stopped_answering.set()
+
+    async def _worker(self, index: int) -> None:
+        seq = 0
+        connection_errors = self.transport.connection_errors
+        while not self._stopping.is_set():
+            opened = False
+            try:
+                async with self.transport.session() as session:
+                    opened = True
+                    while not self._stopping.is_set():
+                        spec = self.make_request(index, seq)
+                        seq += 1
+                        timer = await self._exchange(index, session, spec)
+                        if timer.error_code == "stalled":
+                            break  # the session was cut mid-answer: open a new one
+                        if timer.status in ("rejected", "error"):
+                            await asyncio.sleep(REJECTION_BACKOFF_S)
+            except asyncio.CancelledError:
+                raise
+            except connection_errors as exc:
+                if not opened:  # the request this worker meant to send failed too
+                    spec = self.make_request(index, seq)
+                    seq += 1
+                    timer = StreamTimer(spec.audio, decoder=spec.decoder())
+                    timer.failed(exc)
+                    self._keep(self._record(timer, spec, index))
+                await asyncio.sleep(REJECTION_BACKOFF_S)
+            except Exception as exc:  # a broken session is reopened; the error is reported
+                self.session_errors.append(f"worker {index}: {type(exc).__name__}: {exc}")
+                if len(self.session_errors) > 10 * self.concurrency:
+                    raise
+                await asyncio.sleep(REJECTION_BACKOFF_S)
+
+    async def _exchange(self, index: int, session: Session, spec: RequestSpec) -> StreamTimer:
+        """One request on the worker's session, cut as `stalled` if it hears nothing too long."""
+        timer = StreamTimer(spec.audio, decoder=spec.decoder())
+        self._open[index] = timer
+        try:
+            await session.send(spec, timer)
+        except asyncio.CancelledError:
+            if index not in self._cut:
+                raise
+            self._cut.discard(index)
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            timer.finished("timeout", "stalled")
+        finally:
+            del self._open[index]
+            if timer.start_ns is not None:
+                if timer.end_ns is None:
+                    timer.finished("timeout", "cancelled_at_drain")
+                self._keep(self._record(timer, spec, index))
+        return timer
+
+    def _record(self, timer: StreamTimer, spec: RequestSpec, index: int) -> RequestRecord:
+        return RequestRecord.from_timer(
+            timer, spec, rung=self.label, worker=index, epoch_offset_ns=self.epoch_offset_ns
+        )
+
+
+@dataclass
+class RungRun:
+    """Raw outcome of one rung: every record plus the windows on the monotonic clock (ns)."""
+
+    concurrency: int
+    records: list[RequestRecord]
+    started_ns: int
+    window_start_ns: int
+    window_end_ns: int
+    epoch_offset_ns: int
+    extensions: int = 0
+    session_errors: list[str] = field(default_factory=list)
+    client: ClientTiming = field(default_factory=lambda: ClientTiming(ticks=0))
+    # The endpoint answered nothing for the stall bound: the rung ended there.
+    stopped_answering: bool = False
+
+    @property
+    def measure_s(self) -> float:
+        return (self.window_end_ns - self.window_start_ns) / 1e9
+
+    def in_window(self) -> list[RequestRecord]:
+        """Requests that ended inside the measured window."""
+        return ended_between(self.records, self.window_start_ns, self.window_end_ns)
+
+
+async def run_rung(
+    transport: Transport,
+    make_request: MakeRequest,
+    *,
+    concurrency: int,
+    hold_s: float,
+    measure_s: float,
+    should_extend: ShouldExtend | None = None,
+    max_extensions: int = 0,
+    stall_s: float | None = None,
+    on_record: Callable[[RequestRecord], None] | None = None,
+) -> RungRun:
+    """Hold `concurrency` workers for `hold_s`; the last `measure_s` is the measured window.
+
+    When `should_extend` says the window's evidence is not conclusive, the hold goes on for one
+    more `measure_s` and the window grows, at most `max_extensions` times. With `stall_s`, an
+    endpoint that answers nothing for that long ends the rung early (see :class:`ClosedLoop`).
+    """
+    with quiet_gc():
+        loop = ClosedLoop(
+            transport,
+            make_request,
+            concurrency=concurrency,
+            stall_s=stall_s,
+            on_record=on_record,
+        )
+        started = time.perf_counter_ns()
+        window_start = started + int((hold_s - measure_s) * 1e9)
+        window_end = started + int(hold_s * 1e9)
+        extensions = 0
+        loop.start()
+        try:
+            while True:
+                await loop.wait((window_end - time.perf_counter_ns()) / 1e9)
+                if loop.stopped_answering.is_set():
+                    break
+                if (
+                    should_extend is None
+                    or extensions >= max_extensions
+                    or not should_extend(ended_between(loop.records, window_start, window_end))
+                ):
+                    break
+                extensions += 1
+                window_end += int(measure_s * 1e9)
+        finally:
+            await loop.stop(DRAIN_S if stall_s is None else min(DRAIN_S, 2 * stall_s))
+    return RungRun(
+        concurrency=concurrency,
+        records=loop.records,
+        started_ns=started,
+        window_start_ns=window_start,
+        window_end_ns=window_end,
+        epoch_offset_ns=loop.epoch_offset_ns,
+        extensions=extensions,
+        session_errors=loop.session_errors,
+        client=loop.monitor.window(
+            window_start, window_end, first_audio_between(loop.records, window_start, window_end)
+        ),
+        stopped_answering=loop.stopped_answering.is_set(),
+    )
+
+
+def first_audio_between(records: list[RequestRecord], start_ns: int, end_ns: int) -> list[int]:
+    """When each request's first audio was read, for those read between two monotonic times."""
+    times = (r.start_ns + int(r.ttfab_ms * 1e6) for r in records if r.ttfab_ms is not None)
+    return [t for t in times if start_ns <= t <= end_ns]
+
+
+def ended_between(records: list[RequestRecord], start_ns: int, end_ns: int) -> list[RequestRecord]:
+    return [r for r in records if start_ns <= r.end_ns <= end_ns]

@@ -1,0 +1,1 @@
+"""What people read: pytest-html extras, SVG plots, self-contained pages, CSV."""

@@ -1,0 +1,302 @@
+"""The answer of an artifact, for the report's first screen and for a page of its own.
+
+Each artifact becomes a :class:`View`: a headline (Q_max, T_total or the plan's verdict), the
+facts that say whether to trust it, full-width plots and the long tables. One template draws
+the answer (``answer.html.j2``) both on top of the pytest-html report and in the standalone
+page (``page.html.j2``, which adds the tables), so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pytest_tts_scaling.artifacts import write_atomic
+from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL
+from pytest_tts_scaling.report.extras import (
+    UNTRAINED_NOTE,
+    Artifact,
+    Shown,
+    ladder_svg,
+    made_by_dev_model,
+    render,
+    rung_table_html,
+    stages_table_html,
+    throughput_svg,
+    ttfab_distribution_svg,
+    underrun_svg,
+    waterfall_svg,
+)
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.core.plan import PlanOutcome
+
+State = Literal["ok", "warn", "bad", "info"]
+VERDICT_STATE: dict[str, State] = {"ok": "ok", "warn": "warn", "stop": "bad"}
+
+
+@dataclass(frozen=True)
+class Fact:
+    label: str
+    value: str
+    state: State = "info"
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    caption: str
+    svg: str
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/svg+xml;base64," + base64.b64encode(self.svg.encode()).decode("ascii")
+
+
+@dataclass(frozen=True)
+class View:
+    kind: Literal["qmax", "ttotal", "plan"]
+    subject: str
+    headline: str
+    qualifier: str
+    state: State
+    facts: list[Fact]
+    trust: list[Fact]
+    figures: list[Figure]
+    tables: str
+    artifact_path: Path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def page(self) -> str:
+        """The standalone page's file name: the artifact's, with .html."""
+        return self.artifact_path.with_suffix(".html").name
+
+    def artifact_href(self, base: Path) -> str:
+        """The artifact's address relative to a page written in `base`."""
+        return Path(os.path.relpath(self.artifact_path.resolve(), base.resolve())).as_posix()
+
+
+def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
+    rungs = artifact.rungs
+    usable = [r for r in rungs if r.usable]
+    short = [
+        r.concurrency
+        for r in rungs
+        if r.completed and r.concurrency_mean < (1 - CLIENT_SHORTFALL) * r.concurrency
+    ]
+    found = artifact.q_max is not None
+    s_mean, s_p95 = artifact.s_mean_s, artifact.s_p95_s
+    facts = [
+        Fact("SLO", f"p95 TTFAB ≤ {artifact.slo_ms:g} ms"),
+        Fact("endpoint", artifact.endpoint),
+        Fact("slug", artifact.slug),
+        Fact("model · transport", f"{artifact.model} · {artifact.transport}"),
+        Fact(
+            "service time S at N=1",
+            "–"
+            if s_mean is None
+            else f"mean {s_mean * 1000:.0f} ms, p95 {(s_p95 or 0) * 1000:.0f} ms",
+        ),
+        Fact("measured at", artifact.provenance.measured_at),
+    ]
+    host = getattr(artifact, "host", None)
+    if host is not None:
+        gpu = f", {host.gpu}" if host.gpu else ""
+        facts.append(Fact("host", f"{host.cpu_model} × {host.cpu_count}{gpu}"))
+    # A local or URL endpoint has no autoscaling to suspend, so not frozen is expected there.
+    pinnable = artifact.provenance.origin.split(":", 1)[0] not in ("local", "url")
+    trust = [
+        Fact(
+            "capacity frozen",
+            "yes" if artifact.frozen else "no" if pinnable else "no scaling to freeze",
+            "ok" if artifact.frozen else "bad" if pinnable else "info",
+        ),
+        Fact(
+            "usable rungs",
+            f"{len(usable)} of {len(rungs)}",
+            "ok" if len(usable) == len(rungs) else "warn",
+        ),
+        Fact(
+            "client held N",
+            "every rung" if not short else "not at N=" + ",".join(map(str, short)),
+            "ok" if not short else "bad",
+        ),
+        Fact(
+            "run complete",
+            "yes" if artifact.complete else f"no ({artifact.stop_reason})",
+            "ok" if artifact.complete else "bad",
+        ),
+    ]
+    notes = [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
+    figures = (
+        []
+        if not rungs
+        else [
+            Figure(
+                "ladder",
+                "p95 TTFAB against concurrency, with its 95% interval and the SLO",
+                ladder_svg(artifact),
+            ),
+            Figure(
+                "throughput",
+                "throughput against concurrency, Little's law and the knee",
+                throughput_svg(artifact),
+            ),
+            Figure(
+                "ttfab-distribution",
+                "TTFAB distribution per rung",
+                ttfab_distribution_svg(artifact),
+            ),
+            Figure("underrun", "underrun per rung", underrun_svg(artifact)),
+        ]
+    )
+    return View(
+        kind="qmax",
+        subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
+        headline=f"Q_max {artifact.q_max}" if found else "Q_max not found",
+        qualifier=("bracketed" if artifact.q_max_bracketed else "lower bound")
+        if found
+        else "no rung met the SLO"
+        if rungs
+        else "no rung measured",
+        state=("ok" if artifact.q_max_bracketed else "warn") if found else "bad",
+        facts=facts,
+        trust=trust,
+        figures=figures,
+        tables=rung_table_html(artifact),
+        artifact_path=path,
+        notes=notes,
+    )
+
+
+def ttotal_view(artifact: TtotalArtifact, path: Path) -> View:
+    recovered = artifact.probe.get("recovered")
+    if recovered is None:  # no probe record: the timeline says whether traffic recovered
+        recovered = any(s.stage == "traffic_recovered" for s in artifact.stages)
+    facts = [
+        Fact("measured span", f"{artifact.t_measured_s:.1f} s"),
+        Fact(
+            "policy lag bound",
+            f"{artifact.policy_lag_bound_s:.0f} s ({artifact.policy_lag_source or 'bound'})",
+        ),
+        Fact("dominant stage", artifact.dominant_stage or "–"),
+        Fact("trigger", artifact.trigger),
+        Fact("slug", artifact.slug),
+        Fact("model · transport", f"{artifact.model} · {artifact.transport}"),
+    ]
+    missing, disordered = artifact.missing_stages, artifact.out_of_order_stages
+    trust = [
+        Fact("traffic recovered", "yes" if recovered else "no", "ok" if recovered else "warn"),
+        Fact("stages missing", ", ".join(missing) or "none", "warn" if missing else "ok"),
+        Fact("stages out of order", ", ".join(disordered) or "none", "bad" if disordered else "ok"),
+    ]
+    return View(
+        kind="ttotal",
+        subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
+        headline=f"T_total {artifact.t_total_s:.1f} s",
+        qualifier="a bound" if artifact.bounded else "measured",
+        state="ok" if recovered else "warn",
+        facts=facts,
+        trust=trust,
+        figures=[
+            Figure("waterfall", "the scale-out timeline, stage by stage", waterfall_svg(artifact))
+        ],
+        tables=stages_table_html(artifact),
+        artifact_path=path,
+        notes=[UNTRAINED_NOTE] if made_by_dev_model(artifact) else [],
+    )
+
+
+def plan_view(
+    plan: PlanArtifact, path: Path, outcome: PlanOutcome | None, why_not: str | None
+) -> View:
+    from pytest_tts_scaling.report.plan import surge_svg, thresholds_svg
+
+    counts = {v: sum(f.verdict == v for f in plan.findings) for v in ("ok", "warn", "stop")}
+    facts = [
+        Fact("scale-out target", f"{plan.scaling_target_value:g} in flight per instance"),
+        Fact("scale-in threshold", f"{plan.scale_in_threshold:g}"),
+        Fact("cooldowns out / in", f"{plan.scale_out_cooldown_s} / {plan.scale_in_cooldown_s} s"),
+        Fact(
+            "instances",
+            f"{plan.min_instances}..{plan.max_instances} (safe floor {plan.min_safe_instances})",
+        ),
+        Fact("queue_max_depth", str(plan.queue_max_depth)),
+        Fact("slug", plan.slug),
+    ]
+    trust = [
+        Fact(f.name, f.verdict, VERDICT_STATE[f.verdict])
+        for f in plan.findings
+        if f.verdict != "ok"
+    ] or [Fact("findings", "all ok", "ok")]
+    figures = []
+    if outcome is not None:
+        figures = [
+            Figure(
+                "thresholds", "the plan's thresholds on the measured curve", thresholds_svg(outcome)
+            ),
+            Figure(
+                "surge",
+                "the simulated surge: capacity, in flight per instance, shed requests",
+                surge_svg(outcome),
+            ),
+        ]
+    notes = [UNTRAINED_NOTE] if made_by_dev_model(plan) else []
+    if why_not:
+        notes.append(why_not[0].upper() + why_not[1:] + ".")
+    return View(
+        kind="plan",
+        subject=f"{plan.model} on {plan.slug}",
+        headline=f"plan {plan.verdict}",
+        qualifier=f"{counts['ok']} ok, {counts['warn']} warn, {counts['stop']} stop",
+        state=VERDICT_STATE[plan.verdict],
+        facts=facts,
+        trust=trust,
+        figures=figures,
+        tables=render("plan.html.j2", plan=plan),
+        artifact_path=path,
+        notes=notes,
+    )
+
+
+def view_for(shown: Shown) -> View:
+    """The view of one artifact; a plan without its outcome is recomputed from its inputs."""
+    artifact = shown.artifact
+    if isinstance(artifact, QmaxArtifact):
+        return qmax_view(artifact, shown.path)
+    if isinstance(artifact, TtotalArtifact):
+        return ttotal_view(artifact, shown.path)
+    outcome, why_not = shown.outcome, None
+    if outcome is None:
+        from pytest_tts_scaling.report.plan import recompute
+
+        outcome, why_not = recompute(artifact, shown.path.parent)
+    return plan_view(artifact, shown.path, outcome, why_not)
+
+
+def answer_html(views: list[View], *, base: Path, pages: bool) -> str:
+    """The first screen of a report in `base`: each artifact's answer, links to the pages."""
+    return render("answer.html.j2", views=views, base=base, pages=pages)
+
+
+def page_html(view: View, base: Path) -> str:
+    """A self-contained page to be written in `base`: the answer, its plots and the tables."""
+    return render("page.html.j2", view=view, base=base)
+
+
+def write_page(view: View, path: Path) -> Path:
+    write_atomic(path, page_html(view, path.parent))
+    return path
+
+
+def load_shown(path: Path) -> Shown:
+    """Any committed artifact, recognised by its schema field."""
+    from pytest_tts_scaling.artifacts import load_any
+
+    artifact: Artifact = load_any(path)  # type: ignore[assignment]
+    return Shown(artifact, path)
