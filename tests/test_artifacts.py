@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import pytest
-from factories import make_qmax
 
 from pytest_tts_scaling.artifacts import (
     dump_json,
@@ -23,6 +22,7 @@ from pytest_tts_scaling.core.schema import (
     slug_for,
 )
 from pytest_tts_scaling.errors import ArtifactError
+from tests.factories import make_qmax
 
 
 def artifact() -> QmaxArtifact:

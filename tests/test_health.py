@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_server import FaultServer
 
 from pytest_tts_scaling import cli
 from pytest_tts_scaling.calibration import SerialStreamServer
@@ -24,6 +23,7 @@ from pytest_tts_scaling.load.transports import Transport
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import MAX_SAMPLE_EXTENSIONS, run_ladder
+from tests.fault_server import FaultServer
 
 WORKLOAD = Workload()
 

@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from factories import make_rung
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.core.records import RequestRecord
@@ -21,6 +20,7 @@ from pytest_tts_scaling.steps.qmax import (
     run_ladder,
     trust_lines,
 )
+from tests.factories import make_rung
 
 
 def ok(i: int, ttfab: float = 100.0) -> RequestRecord:

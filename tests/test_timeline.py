@@ -3,7 +3,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from factories import make_qmax, make_rung
 
 from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.core.schema import QmaxArtifact
@@ -17,6 +16,7 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
+from tests.factories import make_qmax, make_rung
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

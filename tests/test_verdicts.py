@@ -4,7 +4,6 @@ import dataclasses
 from collections.abc import Callable
 
 import pytest
-from factories import make_rung
 
 from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.core.schema import Interval, Rung
@@ -17,6 +16,7 @@ from pytest_tts_scaling.core.verdicts import (
     straddles_slo,
     unusable_reason,
 )
+from tests.factories import make_rung
 
 
 def record(

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aws_helpers import USER_AWS_VARIABLES, FakeClock, moto_environment
 
 from pytest_tts_scaling.aws.clients import AwsClients
+from tests.aws.aws_helpers import USER_AWS_VARIABLES, FakeClock, moto_environment
 
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
 

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from aws_helpers import FakeClock
 
 from pytest_tts_scaling.aws.clients import AwsCallError, AwsClients, WaitTimeout, aws_errors
+from tests.aws.aws_helpers import FakeClock
 
 
 def test_importing_the_aws_modules_imports_no_aws_sdk() -> None:

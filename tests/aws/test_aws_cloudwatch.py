@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from aws_helpers import FakeClock, put_concurrency, unique
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.cloudwatch import MAX_LAG_S, annotate_rungs, period_for
 from pytest_tts_scaling.core.schema import Rung, Summary
 from pytest_tts_scaling.core.timeline import parse_iso as parse_time
+from tests.aws.aws_helpers import FakeClock, put_concurrency, unique
 
 EMPTY = Summary(
     count=0, mean=None, min=None, max=None, std=None, p50=None, p90=None, p95=None, p99=None

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aws_helpers import deploy, make_plan, suspend, suspended, teardown, unique
 
 from pytest_tts_scaling.artifacts import save
+from tests.aws.aws_helpers import deploy, make_plan, suspend, suspended, teardown, unique
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_helpers import deploy, make_plan, record_operations, suspend, unique
 from botocore.stub import Stubber
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.drift import DriftReport, run_drift
 from pytest_tts_scaling.aws.freeze import snapshot_path
+from tests.aws.aws_helpers import deploy, make_plan, record_operations, suspend, unique
 
 
 def drift(clients: AwsClients, endpoint: str, tmp_path: Path, **kwargs: object) -> DriftReport:

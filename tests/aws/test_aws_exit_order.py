@@ -6,8 +6,6 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from aws_helpers import deploy, desired_count, lock_keys, suspended, unique
-
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.freeze import snapshot_path
 from pytest_tts_scaling.calibration import SerialStreamServer
@@ -16,6 +14,7 @@ from pytest_tts_scaling.endpoints.base import Endpoint, UrlEndpoint
 from pytest_tts_scaling.endpoints.sagemaker import open_sagemaker_endpoint
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
+from tests.aws.aws_helpers import deploy, desired_count, lock_keys, suspended, unique
 
 ALL_FALSE = dict.fromkeys(
     ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), False

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import boto3
 import pytest
-from aws_helpers import DIGEST, deploy, unique
 from botocore.stub import Stubber
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.fingerprint import EndpointNotFound, image_digest, read_deployment
 from pytest_tts_scaling.errors import InputError
+from tests.aws.aws_helpers import DIGEST, deploy, unique
 
 
 def test_reads_instance_type_digest_and_env_from_moto(clients: AwsClients) -> None:

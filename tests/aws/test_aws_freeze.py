@@ -8,16 +8,6 @@ import signal
 from pathlib import Path
 
 import pytest
-from aws_helpers import (
-    FakeClock,
-    deploy,
-    desired_count,
-    record_operations,
-    suspend,
-    suspended,
-    target_state,
-    unique,
-)
 
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout
 from pytest_tts_scaling.aws.freeze import (
@@ -31,6 +21,16 @@ from pytest_tts_scaling.aws.freeze import (
     thaw,
 )
 from pytest_tts_scaling.errors import ArtifactError, InputError
+from tests.aws.aws_helpers import (
+    FakeClock,
+    deploy,
+    desired_count,
+    record_operations,
+    suspend,
+    suspended,
+    target_state,
+    unique,
+)
 
 ALL_TRUE = dict.fromkeys(
     ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), True

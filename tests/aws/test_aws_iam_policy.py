@@ -15,11 +15,11 @@ import re
 from pathlib import Path
 
 import botocore.session
-from aws_helpers import deploy, make_plan, record_operations, unique
 from botocore import xform_name
-from factories import make_rung
 
 from pytest_tts_scaling.aws.clients import AwsClients
+from tests.aws.aws_helpers import deploy, make_plan, record_operations, unique
+from tests.factories import make_rung
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pytest_tts_scaling"

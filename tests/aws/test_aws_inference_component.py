@@ -19,9 +19,7 @@ from typing import Any
 
 import boto3
 import pytest
-from aws_helpers import FakeClock, client, make_plan, record_operations, unique
 from botocore.stub import ANY, Stubber
-from eventstream_server import EventStreamServer, Script, event_stream_server, payload_part
 
 from pytest_tts_scaling.artifacts import save
 from pytest_tts_scaling.aws.clients import AwsClients
@@ -44,6 +42,13 @@ from pytest_tts_scaling.core.stats import summarize
 from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import RunOptions
+from tests.aws.aws_helpers import FakeClock, client, make_plan, record_operations, unique
+from tests.aws.eventstream_server import (
+    EventStreamServer,
+    Script,
+    event_stream_server,
+    payload_part,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EP = "speech-ic"

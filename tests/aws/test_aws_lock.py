@@ -10,7 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from aws_helpers import (
+
+from pytest_tts_scaling.aws.clients import AwsClients
+from pytest_tts_scaling.aws.freeze import freeze, snapshot_path, thaw
+from pytest_tts_scaling.aws.lock import FreezeLock, RestoreValues, read_locks, write_lock
+from pytest_tts_scaling.errors import InputError
+from tests.aws.aws_helpers import (
     client,
     deploy,
     desired_count,
@@ -21,11 +26,6 @@ from aws_helpers import (
     target_state,
     unique,
 )
-
-from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.freeze import freeze, snapshot_path, thaw
-from pytest_tts_scaling.aws.lock import FreezeLock, RestoreValues, read_locks, write_lock
-from pytest_tts_scaling.errors import InputError
 
 CHILD = Path(__file__).with_name("freeze_child.py")
 ALL_TRUE = dict.fromkeys(

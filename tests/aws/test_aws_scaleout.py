@@ -30,16 +30,7 @@ from typing import Any
 
 import boto3
 import pytest
-from aws_helpers import (
-    FakeClock,
-    client,
-    deploy,
-    desired_count,
-    suspended,
-    unique,
-)
 from botocore.stub import Stubber
-from eventstream_server import EventStreamServer, Script, event_stream_server, payload_part
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout
@@ -69,6 +60,20 @@ from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint, open_sagem
 from pytest_tts_scaling.errors import InputError, MismatchError
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.steps.ttotal import run_ttotal
+from tests.aws.aws_helpers import (
+    FakeClock,
+    client,
+    deploy,
+    desired_count,
+    suspended,
+    unique,
+)
+from tests.aws.eventstream_server import (
+    EventStreamServer,
+    Script,
+    event_stream_server,
+    payload_part,
+)
 
 SLUG = "g4dnxlarge-8b1b96bc"
 PCM = b"\x01\x00" * 480

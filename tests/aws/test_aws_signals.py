@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from aws_helpers import (
+
+from pytest_tts_scaling.aws.freeze import snapshot_path
+from tests.aws.aws_helpers import (
     deploy,
     desired_count,
     lock_keys,
@@ -20,8 +22,6 @@ from aws_helpers import (
     target_state,
     unique,
 )
-
-from pytest_tts_scaling.aws.freeze import snapshot_path
 
 CHILD = Path(__file__).with_name("freeze_child.py")
 TTS_BENCH = Path(sys.executable).with_name("tts-bench")

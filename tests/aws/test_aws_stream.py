@@ -7,18 +7,18 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from eventstream_server import (
+from tts_container.audio import wav_header
+
+from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
+from pytest_tts_scaling.core.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
+from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S
+from tests.aws.eventstream_server import (
     EventStreamServer,
     Script,
     event_stream_server,
     payload_part,
     stream_exception,
 )
-from tts_container.audio import wav_header
-
-from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
-from pytest_tts_scaling.core.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
-from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S
 
 PCM = b"\x01\x00" * 2400  # 0.1 s at 24 kHz, 16-bit mono
 WAV_HEADER = wav_header(24000)

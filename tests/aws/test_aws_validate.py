@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from aws_helpers import deploy, make_plan, record_operations, unique
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, FieldCheck, run_validate
+from tests.aws.aws_helpers import deploy, make_plan, record_operations, unique
 
 
 def by_field(checks: list[FieldCheck]) -> dict[str, FieldCheck]:

@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from eventstream_server import EventStreamServer, Script, event_stream_server, payload_part
+
+from tests.aws.eventstream_server import (
+    EventStreamServer,
+    Script,
+    event_stream_server,
+    payload_part,
+)
 
 PCM = b"\x01\x00" * 2400  # 0.1 s at 24 kHz, 16-bit mono
 

@@ -13,9 +13,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from aws_helpers import deploy, make_plan, suspend, unique
 
 from pytest_tts_scaling.artifacts import save
+from tests.aws.aws_helpers import deploy, make_plan, suspend, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "reports" / "examples" / "source"

@@ -30,7 +30,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from aws_helpers import (
+
+from pytest_tts_scaling.artifacts import load
+from pytest_tts_scaling.aws.clients import AwsClients
+from pytest_tts_scaling.aws.scaleout import log_group
+from pytest_tts_scaling.cli import main
+from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from tests.aws.aws_helpers import (
     FakeClock,
     client,
     deploy,
@@ -39,14 +45,13 @@ from aws_helpers import (
     suspended,
     teardown,
 )
-from eventstream_server import EventStreamServer, Script, event_stream_server, payload_part
-from test_aws_scaleout import ALL_FALSE, Provisioning, existing_instance_log
-
-from pytest_tts_scaling.artifacts import load
-from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.scaleout import log_group
-from pytest_tts_scaling.cli import main
-from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from tests.aws.eventstream_server import (
+    EventStreamServer,
+    Script,
+    event_stream_server,
+    payload_part,
+)
+from tests.aws.test_aws_scaleout import ALL_FALSE, Provisioning, existing_instance_log
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]

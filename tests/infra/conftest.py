@@ -14,10 +14,10 @@ from typing import Any
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import pytest
-from infra_helpers import MODEL, Synth, SynthFactory, make_plan, synthesize, write_plan
 from speech_infra.registry import REGISTRY
 
 from pytest_tts_scaling.core.schema import Finding
+from tests.infra.infra_helpers import MODEL, Synth, SynthFactory, make_plan, synthesize, write_plan
 
 
 @pytest.fixture(scope="session")

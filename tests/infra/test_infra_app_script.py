@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from infra_helpers import IMAGE_URI, INFRA, MODEL, make_plan, write_plan
+
+from tests.infra.infra_helpers import IMAGE_URI, INFRA, MODEL, make_plan, write_plan
 
 
 @dataclass

@@ -9,7 +9,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
-from infra_helpers import Synth
+
+from tests.infra.infra_helpers import Synth
 
 # Each suppression is a decision; adding one must show up here and in review.
 EXPECTED_SUPPRESSIONS = {

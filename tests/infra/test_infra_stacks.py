@@ -10,7 +10,11 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match
-from infra_helpers import (
+from speech_infra.registry import REGISTRY
+from speech_infra.settings import AppSettings
+
+from pytest_tts_scaling.errors import ArtifactError
+from tests.infra.infra_helpers import (
     IMAGE_URI,
     MODEL,
     Synth,
@@ -20,10 +24,6 @@ from infra_helpers import (
     resources,
     statements,
 )
-from speech_infra.registry import REGISTRY
-from speech_infra.settings import AppSettings
-
-from pytest_tts_scaling.errors import ArtifactError
 
 HIGH_RES_CONCURRENCY = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 SCALING_KINDS = (

@@ -1,0 +1,1 @@
+"""Tests of the AWS side against a moto server."""

@@ -1,0 +1,1 @@
+"""Tests of the CDK app (infra/) synthesized from artifacts."""
