@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_tts_scaling.core.simulate import Policy, ServiceCurve
+from pytest_tts_scaling.core.autoscaler import Policy
+from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.fleet import live
 from pytest_tts_scaling.fleet.live import Prediction
 from pytest_tts_scaling.fleet.localfleet import Dispatch, FleetEvent

@@ -10,7 +10,7 @@ import asyncio
 import time
 
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer
-from pytest_tts_scaling.core.simulate import Policy
+from pytest_tts_scaling.core.autoscaler import Policy
 from pytest_tts_scaling.fleet.localfleet import LocalFleet
 from pytest_tts_scaling.load.engine import RungRun, run_rung
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport

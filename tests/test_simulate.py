@@ -11,13 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_tts_scaling.core.simulate import (
-    Policy,
-    ServiceCurve,
-    diurnal_trace,
-    simulate,
-    surge_trace,
-)
+from pytest_tts_scaling.core.autoscaler import Policy
+from pytest_tts_scaling.core.curve import ServiceCurve
+from pytest_tts_scaling.core.simulate import diurnal_trace, simulate, surge_trace
 
 # An instance that serves one request at a time at rate MU: X(c) = MU * min(c, 1).
 MU = 1.0

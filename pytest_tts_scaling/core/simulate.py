@@ -4,18 +4,15 @@ The model
 ---------
 SageMaker routes with LEAST_OUTSTANDING_REQUESTS, so the instances in service hold about the same
 number of requests in flight and a new instance is filled first. The fleet is therefore one pool:
-``n`` instances holding ``q`` requests, each at concurrency ``c = q / n``. An instance at
-concurrency ``c`` completes ``X(c)`` requests per second and answers with p95 TTFAB ``T(c)``, the
-two curves the qmax ladder measured (a closed loop at ``c`` is exactly "``c`` in flight"; see
-:class:`ServiceCurve` for interpolation and extrapolation). Beyond ``queue_max_depth`` requests
-per instance the container's admission gate sheds arrivals with a 503.
+``n`` instances holding ``q`` requests, each at concurrency ``c = q / n``, completing ``X(c)``
+requests per second each with p95 TTFAB ``T(c)``, the two curves the qmax ladder measured
+(:class:`~pytest_tts_scaling.core.curve.ServiceCurve`). Beyond ``queue_max_depth`` requests per
+instance the container's admission gate sheds arrivals with a 503.
 
-The policy is the one the infra deploys: target tracking on per-instance concurrency (the
-CloudWatch Maximum per period) against ``target_concurrency``, firing after ``scale_out_periods``
-periods above it, sized ``ceil(n * metric / target)``, with a cooldown; new instances serve
-``provision_s`` after the decision. Scale-in is a step policy: ``scale_in_periods`` periods at or
-below ``scale_in_concurrency`` remove one instance, then a cooldown. Detection lag is simulated by
-the periods, so ``provision_s`` is the measured part of T_total, not T_total itself.
+The policy is the one the infra deploys (:mod:`pytest_tts_scaling.core.autoscaler`): target
+tracking on the per-period Maximum of per-instance concurrency, a step policy for scale-in, and
+instances that serve ``provision_s`` after the decision. Detection lag is simulated by the
+periods, so ``provision_s`` is the measured part of T_total, not T_total itself.
 
 Two ways to advance the pool, sharing the policy:
 
@@ -26,6 +23,9 @@ Two ways to advance the pool, sharing the policy:
   ``n X(q/n)`` for integer ``q``) simulated event by event, exact for that Markov chain. A fleet of
   instances that serve one request at a time is then an M/M/n queue. Its cost grows with the
   number of requests: it is for checking the fluid model and for small fleets.
+
+The traces at the end are the two the plan runs: the surge its ratio promises to absorb, and a
+day of traffic.
 """
 
 from __future__ import annotations
@@ -33,220 +33,17 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.autoscaler import Autoscaler, Policy, ScaleEvent
+from pytest_tts_scaling.core.curve import Piecewise, ServiceCurve
 
 Mode = Literal["fluid", "stochastic"]
-
-
-class _Piecewise:
-    """y(x) linear between knots, constant before the first, ``beyond`` slope after the last."""
-
-    def __init__(self, xs: Sequence[float], ys: Sequence[float], beyond: float = 0.0) -> None:
-        self.xs = [float(x) for x in xs]
-        self.ys = [float(y) for y in ys]
-        self.beyond = float(beyond)
-
-    def __call__(self, x: float) -> float:
-        xs, ys = self.xs, self.ys
-        if x <= xs[0]:
-            return ys[0]
-        if x >= xs[-1]:
-            return ys[-1] + self.beyond * (x - xs[-1])
-        i = bisect_right(xs, x) - 1
-        x0, x1 = xs[i], xs[i + 1]
-        return ys[i] + (ys[i + 1] - ys[i]) * (x - x0) / (x1 - x0)
-
-
-@dataclass(frozen=True)
-class ServiceCurve:
-    """What one instance does at each concurrency, from the ladder's usable rungs.
-
-    Throughput is linear from (0, 0) to the first rung and between rungs, and held at the top
-    rung's value beyond it (never more than was measured). p95 TTFAB is the first rung's value
-    below it, linear between rungs, and beyond the top rung grows by the larger of the last
-    segment's slope and 1000 / X(top) ms per extra request: each request queued ahead of a new
-    one costs it one service interval at the measured completion rate.
-    """
-
-    concurrency: tuple[float, ...]
-    throughput_rps: tuple[float, ...]
-    ttfab_p95_ms: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        n = len(self.concurrency)
-        if n == 0 or len(self.throughput_rps) != n or len(self.ttfab_p95_ms) != n:
-            raise ValueError(
-                "a service curve needs one throughput and one p95 TTFAB per concurrency"
-            )
-        if any(not math.isfinite(c) or c <= 0 for c in self.concurrency) or any(
-            b <= a for a, b in zip(self.concurrency, self.concurrency[1:], strict=False)
-        ):
-            raise ValueError(f"concurrency must be increasing and > 0, got {self.concurrency}")
-        if any(not math.isfinite(x) or x < 0 for x in self.throughput_rps) or not any(
-            x > 0 for x in self.throughput_rps
-        ):
-            raise ValueError(f"throughput must be >= 0 and not all 0, got {self.throughput_rps}")
-        if any(not math.isfinite(t) or t < 0 for t in self.ttfab_p95_ms):
-            raise ValueError(f"p95 TTFAB must be >= 0 ms, got {self.ttfab_p95_ms}")
-
-    @classmethod
-    def from_rungs(cls, rungs: Sequence[Rung]) -> ServiceCurve:
-        """The curve through the usable rungs that completed requests (one per concurrency)."""
-        best: dict[int, Rung] = {}
-        for rung in rungs:
-            if not rung.usable or rung.completed == 0 or rung.ttfab_ms.p95 is None:
-                continue
-            kept = best.get(rung.concurrency)
-            if kept is None or rung.completed > kept.completed:
-                best[rung.concurrency] = rung
-        if not best:
-            raise ValueError("no usable rung with completed requests to build a service curve")
-        ordered = [best[c] for c in sorted(best)]
-        return cls(
-            concurrency=tuple(float(r.concurrency) for r in ordered),
-            throughput_rps=tuple(r.throughput_rps for r in ordered),
-            ttfab_p95_ms=tuple(float(r.ttfab_ms.p95 or 0.0) for r in ordered),
-        )
-
-    @property
-    def ceiling_rps(self) -> float:
-        """The most completions per second any rung measured."""
-        return max(self.throughput_rps)
-
-    def throughput(self, concurrency: float) -> float:
-        return _Piecewise((0.0, *self.concurrency), (0.0, *self.throughput_rps))(concurrency)
-
-    def ttfab_p95(self, concurrency: float) -> float:
-        return self.ttfab_curve()(concurrency)
-
-    def ttfab_curve(self) -> _Piecewise:
-        cs, ts = self.concurrency, self.ttfab_p95_ms
-        last_slope = (ts[-1] - ts[-2]) / (cs[-1] - cs[-2]) if len(cs) > 1 else 0.0
-        top = self.throughput_rps[-1]
-        queueing = 1000.0 / top if top > 0 else math.inf
-        return _Piecewise(cs, ts, beyond=max(last_slope, queueing))
-
-    def sustained(self, limit: float | None = None) -> _Piecewise:
-        """Throughput never above what the instance measured at any higher concurrency up to
-        ``limit`` (the admission bound): non-decreasing, so the fluid model has one solution.
-        """
-        xs = [0.0, *self.concurrency]
-        ys = [0.0, *self.throughput_rps]
-        if limit is not None:
-            at_limit = self.throughput(limit)
-            keep = [i for i, x in enumerate(xs) if x < limit]
-            xs = [xs[i] for i in keep] + [float(limit)]
-            ys = [ys[i] for i in keep] + [at_limit]
-        for i in range(len(ys) - 2, 0, -1):
-            ys[i] = min(ys[i], ys[i + 1])
-        return _Piecewise(xs, ys)
-
-    def concurrency_for(self, rate_per_instance: float, limit: float | None = None) -> float | None:
-        """The concurrency at which an instance completes ``rate_per_instance`` requests per
-        second (the fluid steady state), or None when it cannot keep up at that rate.
-        """
-        curve = self.sustained(limit)
-        if rate_per_instance <= 0:
-            return 0.0
-        if rate_per_instance > curve.ys[-1]:
-            return None
-        for i in range(1, len(curve.xs)):
-            if curve.ys[i] >= rate_per_instance:
-                y0, y1 = curve.ys[i - 1], curve.ys[i]
-                x0, x1 = curve.xs[i - 1], curve.xs[i]
-                return x0 + (x1 - x0) * (rate_per_instance - y0) / (y1 - y0) if y1 > y0 else x0
-        return curve.xs[-1]  # pragma: no cover - the ceiling check above returns first
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The scaling policy and admission bound, in client concurrency units (SPEC §8)."""
-
-    target_concurrency: float
-    scale_in_concurrency: float
-    min_instances: int = 1
-    max_instances: int = 1
-    scale_out_cooldown_s: float = 30.0
-    scale_in_cooldown_s: float = 300.0
-    provision_s: float = 0.0
-    queue_max_depth: int | None = None
-    period_s: float = 10.0
-    scale_out_periods: int = 3
-    scale_in_periods: int = 3
-
-    def __post_init__(self) -> None:
-        if self.target_concurrency <= 0:
-            raise ValueError(f"target_concurrency must be > 0, got {self.target_concurrency}")
-        if not 0 <= self.scale_in_concurrency <= self.target_concurrency:
-            raise ValueError("scale_in_concurrency must be within [0, target_concurrency]")
-        if not 1 <= self.min_instances <= self.max_instances:
-            raise ValueError(
-                f"expected 1 <= min_instances <= max_instances, got "
-                f"{self.min_instances}..{self.max_instances}"
-            )
-        if self.queue_max_depth is not None and self.queue_max_depth < 1:
-            raise ValueError(f"queue_max_depth must be >= 1 or None, got {self.queue_max_depth}")
-        if self.period_s <= 0 or self.scale_out_periods < 1 or self.scale_in_periods < 1:
-            raise ValueError("period_s must be > 0 and the period counts >= 1")
-        if min(self.provision_s, self.scale_out_cooldown_s, self.scale_in_cooldown_s) < 0:
-            raise ValueError("provision_s and the cooldowns must be >= 0")
-
-
-@dataclass(frozen=True)
-class ScaleEvent:
-    at_s: float
-    direction: Literal["out", "in"]
-    instances: int
-    ready_at_s: float
-    metric: float
-
-
-class Autoscaler:
-    """The policy's decisions, one alarm period at a time, in seconds of any clock.
-
-    One definition for the simulation and for the local fleet's emulation of the platform:
-    target tracking fires after ``scale_out_periods`` periods whose Maximum is above the target,
-    sized ``ceil(n * metric / target)`` less what is already provisioning, then waits out its
-    cooldown; the step policy removes one instance after ``scale_in_periods`` periods at or below
-    the scale-in threshold, never while instances provision or within either cooldown.
-    """
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-        self.above = 0
-        self.below = 0
-        self.out_cooldown_until = -math.inf
-        self.in_cooldown_until = -math.inf
-
-    def decide(self, end_s: float, metric: float, serving: int, pending: int) -> ScaleEvent | None:
-        """The scaling event at the end of one period whose Maximum was ``metric``, or None."""
-        p = self.policy
-        self.above = self.above + 1 if metric > p.target_concurrency else 0
-        self.below = self.below + 1 if metric <= p.scale_in_concurrency else 0
-        if self.above >= p.scale_out_periods and end_s >= self.out_cooldown_until - 1e-9:
-            wanted = min(p.max_instances, math.ceil(serving * metric / p.target_concurrency - 1e-9))
-            extra = wanted - serving - pending
-            if extra <= 0:
-                return None
-            self.out_cooldown_until = end_s + p.scale_out_cooldown_s
-            return ScaleEvent(end_s, "out", extra, end_s + p.provision_s, metric)
-        if (
-            self.below >= p.scale_in_periods
-            and not pending
-            and serving > p.min_instances
-            and end_s >= self.in_cooldown_until - 1e-9
-            and end_s >= self.out_cooldown_until - 1e-9
-        ):
-            self.in_cooldown_until = end_s + p.scale_in_cooldown_s
-            return ScaleEvent(end_s, "in", 1, end_s, metric)
-        return None
 
 
 @dataclass(frozen=True)
@@ -446,7 +243,7 @@ class _FluidAdvance:
     piecewise-linear curve without iterating.
     """
 
-    def __init__(self, sustained: _Piecewise, dt_s: float) -> None:
+    def __init__(self, sustained: Piecewise, dt_s: float) -> None:
         self.dt = dt_s
         self.cs = sustained.xs
         self.xs = sustained.ys
@@ -482,7 +279,7 @@ class _FluidAdvance:
 class _StochasticAdvance:
     """Exact event-by-event birth-death step; the state q is a whole number of requests."""
 
-    def __init__(self, sustained: _Piecewise, dt_s: float, rng: random.Random) -> None:
+    def __init__(self, sustained: Piecewise, dt_s: float, rng: random.Random) -> None:
         self.curve = sustained
         self.dt = dt_s
         self.rng = rng

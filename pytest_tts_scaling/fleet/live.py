@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pytest_tts_scaling.core.simulate import Policy, ServiceCurve, simulate, surge_trace
+from pytest_tts_scaling.core.autoscaler import Policy
+from pytest_tts_scaling.core.curve import ServiceCurve
+from pytest_tts_scaling.core.simulate import simulate, surge_trace
 
 STEADY_SHARE = 0.8
 # Requests of the first periods of a phase meet a fleet still settling from the one before.

@@ -7,7 +7,7 @@ emulated target-tracking policy, so validate_live runs end to end without a clou
   the fewest outstanding requests (:class:`LeastOutstandingTransport`, as the local ttotal probe
   does and SageMaker's LEAST_OUTSTANDING_REQUESTS routing does), relays the audio as it comes,
   and logs every dispatch with the instance's in-flight count before it.
-- The policy is the plan's, through :class:`~pytest_tts_scaling.core.simulate.Autoscaler` (the same
+- The policy is the plan's, through :class:`~pytest_tts_scaling.core.autoscaler.Autoscaler` (the same
   decisions the plan's simulation makes): each period's Maximum of in-flight per serving
   instance against the target, the scale-in alarm, both cooldowns, min and max. A scale-out
   instance serves `provision_s` after the decision (the emulated boot); a scale-in stops routing
@@ -33,8 +33,8 @@ import h11
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.streamserver import serve
+from pytest_tts_scaling.core.autoscaler import Autoscaler, Policy
 from pytest_tts_scaling.core.records import AudioFormat, RequestSpec, StreamTimer
-from pytest_tts_scaling.core.simulate import Autoscaler, Policy
 from pytest_tts_scaling.load.transports import Transport
 from pytest_tts_scaling.load.transports.balanced import LeastOutstandingTransport
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport

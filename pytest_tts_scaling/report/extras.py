@@ -264,7 +264,7 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
 def throughput_svg(artifact: QmaxArtifact) -> str:
     """Completions per second against N, Little's law N / mean latency beside it, and the knee."""
     from pytest_tts_scaling.core.plan import knee_concurrency
-    from pytest_tts_scaling.core.simulate import ServiceCurve
+    from pytest_tts_scaling.core.curve import ServiceCurve
 
     fig, ax = new_figure(14, 3.2)
     rungs = _rungs(artifact)

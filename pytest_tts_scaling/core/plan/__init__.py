@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from pytest_tts_scaling.core.autoscaler import Policy
+from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.core.plan.findings import (
     Facts,
     config_match,
@@ -65,13 +67,7 @@ from pytest_tts_scaling.core.schema import (
     TtotalArtifact,
     Verdict,
 )
-from pytest_tts_scaling.core.simulate import (
-    Policy,
-    ServiceCurve,
-    SimulationResult,
-    simulate,
-    surge_trace,
-)
+from pytest_tts_scaling.core.simulate import SimulationResult, simulate, surge_trace
 from pytest_tts_scaling.errors import ArtifactError
 
 

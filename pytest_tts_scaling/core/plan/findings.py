@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_tts_scaling.core.autoscaler import Policy
+from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.core.plan.inputs import INVOCATION_LIMIT_S, REPEAT_SPREAD, PlanInputs
 from pytest_tts_scaling.core.schema import Finding, QmaxArtifact, TtotalArtifact, Verdict
-from pytest_tts_scaling.core.simulate import Policy, ServiceCurve, SimulationResult
+from pytest_tts_scaling.core.simulate import SimulationResult
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
+from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung, TtotalArtifact
-from pytest_tts_scaling.core.simulate import ServiceCurve
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
 
 if TYPE_CHECKING:

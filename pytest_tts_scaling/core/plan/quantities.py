@@ -10,9 +10,9 @@ from datetime import datetime
 from fractions import Fraction
 from itertools import pairwise
 
+from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.core.plan.inputs import KNEE_SHARE
 from pytest_tts_scaling.core.schema import Rung, TtotalArtifact
-from pytest_tts_scaling.core.simulate import ServiceCurve
 from pytest_tts_scaling.core.timeline import parse_iso
 from pytest_tts_scaling.errors import ArtifactError
 
