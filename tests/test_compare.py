@@ -313,6 +313,7 @@ def test_without_intervals_the_noise_comes_from_the_summary() -> None:
     s = r50.ttfab_ms
     assert s.p90 is not None
     assert s.p99 is not None
+    assert s.count is not None
     se = math.sqrt(0.95 * 0.05 / s.count) * (s.p99 - s.p90) / 0.09
     noise = NormalDist().inv_cdf(1 - 0.05 / 8) * math.hypot(se, se)
     assert f"noise {noise:.1f} ms" in at_50.detail
@@ -341,7 +342,7 @@ def _measured_ladder(rng: np.random.Generator, scale: float, n: int = 80) -> lis
     rungs = []
     for c in range(1, 9):
         samples = rng.lognormal(mean=math.log(100.0 * c), sigma=0.3, size=n) * scale
-        ttfab = summarize(samples)
+        ttfab = summarize(samples.tolist())
         rungs.append(
             rung(c, 0.0, slo_ms=1e9).model_copy(
                 update={"ttfab_ms": ttfab, "ttfab_p95_ci_ms": quantile_ci(samples)}

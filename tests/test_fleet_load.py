@@ -46,11 +46,11 @@ def load(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def rows_of(path: Path) -> list[dict[str, object]]:
+def rows_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def ttfab_errors_ms(rows: list[dict[str, object]], server: SerialStreamServer) -> list[float]:
+def ttfab_errors_ms(rows: list[dict[str, Any]], server: SerialStreamServer) -> list[float]:
     sent = dict(server.first_audio_sent_ns)
     return [
         (int(str(r["start_ns"])) + float(str(r["ttfab_ms"])) * 1e6 - sent[str(r["request_id"])])

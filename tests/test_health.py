@@ -8,6 +8,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,8 @@ from pytest_tts_scaling.load.health import require_answer
 from pytest_tts_scaling.load.transports import Transport
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.steps.qmax import MAX_SAMPLE_EXTENSIONS, run_ladder
+from pytest_tts_scaling.steps.qmax import run_ladder
+from pytest_tts_scaling.steps.qmax_rung import MAX_SAMPLE_EXTENSIONS
 from tests.fault_server import FaultServer
 
 WORKLOAD = Workload()
@@ -60,7 +62,7 @@ def settings(url: str, tmp_path: Path, ladder: str, **extra: object):  # type: i
     return options.for_kind()
 
 
-def artifact(tmp_path: Path) -> dict[str, object]:
+def artifact(tmp_path: Path) -> dict[str, Any]:
     [path] = tmp_path.glob("qmax-*.json")
     return dict(json.loads(path.read_text()))
 
@@ -162,7 +164,7 @@ def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
     written = artifact(tmp_path)
     assert written["complete"] is False
     assert str(written["stop_reason"]).startswith(f"endpoint stopped answering at N=2: {seen}")
-    assert [r["concurrency"] for r in written["rungs"]] == [1]  # type: ignore[union-attr]
+    assert [r["concurrency"] for r in written["rungs"]] == [1]
     assert written["probe"] == {
         "requests": 1,
         "healthy": True,
@@ -188,7 +190,7 @@ def test_the_503_body_names_the_bound_and_a_ladder_above_it_is_refused(tmp_path:
     assert written["stop_reason"] == f"refused: {caught.value}"
     assert written["admission_bound"] == 2
     assert written["unbounded_queue"] is False
-    assert [r["concurrency"] for r in written["rungs"]] == [1, 3]  # type: ignore[union-attr]
+    assert [r["concurrency"] for r in written["rungs"]] == [1, 3]
 
 
 def test_allow_shallow_queue_measures_on_and_names_the_bound(tmp_path: Path) -> None:

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.records import RequestRecord, Status
 from pytest_tts_scaling.core.schema import Interval, Rung
 from pytest_tts_scaling.core.search import next_step
 from pytest_tts_scaling.core.verdicts import (
@@ -20,7 +21,7 @@ from tests.factories import make_rung
 
 
 def record(
-    i: int, ttfab: float | None = 100.0, status: str = "ok", error_code: str | None = None
+    i: int, ttfab: float | None = 100.0, status: Status = "ok", error_code: str | None = None
 ) -> RequestRecord:
     return RequestRecord(
         request_id=str(i),
@@ -40,11 +41,15 @@ def record(
         voice="af_heart",
         text_chars=10,
         epoch_start_ns=0,
-    )  # type: ignore[arg-type]
+    )
 
 
 def inputs(
-    window: list[RequestRecord], concurrency: int = 4, mean: float = 4.0, **kw: object
+    window: list[RequestRecord],
+    concurrency: int = 4,
+    mean: float = 4.0,
+    *,
+    instance_count_changed: bool = False,
 ) -> RungInputs:
     return RungInputs(
         concurrency=concurrency,
@@ -52,8 +57,8 @@ def inputs(
         measure_s=10.0,
         concurrency_mean=mean,
         concurrency_max=concurrency,
-        **kw,
-    )  # type: ignore[arg-type]
+        instance_count_changed=instance_count_changed,
+    )
 
 
 def test_usable_rung_and_slo() -> None:
@@ -85,11 +90,9 @@ def test_usable_rung_and_slo() -> None:
         ([record(i, ttfab=100.0 + 50 * i) for i in range(30)], {}, "not_settled"),
     ],
 )
-def test_unusable_reasons(
-    window: list[RequestRecord], kwargs: dict[str, object], reason: str
-) -> None:
-    assert unusable_reason(inputs(window, **kwargs), 10_000) == reason  # type: ignore[arg-type]
-    rung = judge(inputs(window, **kwargs), slo_ms=10_000)  # type: ignore[arg-type]
+def test_unusable_reasons(window: list[RequestRecord], kwargs: dict[str, Any], reason: str) -> None:
+    assert unusable_reason(inputs(window, **kwargs), 10_000) == reason
+    rung = judge(inputs(window, **kwargs), slo_ms=10_000)
     assert not rung.meets_slo
     assert rung.fail_reason is None  # unusable is not a failure
 

@@ -25,7 +25,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Self
 
 from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Faults, Slots
 from pytest_tts_scaling.calibration.streamserver import StreamServer, serve
@@ -106,7 +106,7 @@ class SerialStreamServer:
         intervals = [(at, ended.get(rid, end_ns)) for rid, at in arrived.items()]
         return time_weighted_in_flight(intervals, start_ns, end_ns)[0]
 
-    def __enter__(self) -> SerialStreamServer:
+    def __enter__(self) -> Self:
         ready = threading.Event()
 
         def run_loop() -> None:

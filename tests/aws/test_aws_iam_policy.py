@@ -16,6 +16,7 @@ from pathlib import Path
 
 import botocore.session
 from botocore import xform_name
+from botocore.client import BaseClient
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from tests.aws.aws_helpers import deploy, make_plan, record_operations, unique
@@ -150,7 +151,7 @@ def test_what_a_run_calls_on_moto_is_in_the_policy(clients: AwsClients, tmp_path
     assert called <= readme_actions()
 
 
-def seen_by_client(clients: AwsClients, names: list[str]) -> list[tuple[object, str]]:
+def seen_by_client(clients: AwsClients, names: list[str]) -> list[tuple[BaseClient, str]]:
     """(client, operation) for each recorded name, found in the one service that has it."""
     out = []
     for name in names:
