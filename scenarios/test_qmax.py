@@ -10,7 +10,8 @@ import pytest
 
 from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.report.extras import ReportExtras, ladder_svg, render, rung_table_html
+from pytest_tts_scaling.report.extras import ReportExtras, render, rung_table_html
+from pytest_tts_scaling.report.plots import ladder_svg
 from pytest_tts_scaling.steps.qmax import LadderResult
 
 pytestmark = pytest.mark.qmax

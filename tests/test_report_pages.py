@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.cli import main
-from pytest_tts_scaling.report.extras import DEV_MODEL_LABEL, ladder_svg
+from pytest_tts_scaling.report.extras import DEV_MODEL_LABEL
 from pytest_tts_scaling.report.pages import load_shown, view_for
+from pytest_tts_scaling.report.plots import ladder_svg
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "reports" / "examples" / "source"

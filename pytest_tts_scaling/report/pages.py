@@ -21,11 +21,13 @@ from pytest_tts_scaling.report.extras import (
     UNTRAINED_NOTE,
     Artifact,
     Shown,
-    ladder_svg,
     made_by_dev_model,
     render,
     rung_table_html,
     stages_table_html,
+)
+from pytest_tts_scaling.report.plots import (
+    ladder_svg,
     throughput_svg,
     ttfab_distribution_svg,
     underrun_svg,

@@ -13,7 +13,7 @@ import numpy as np
 from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.report.extras import figure_svg, new_figure, set_title
+from pytest_tts_scaling.report.plots import figure_svg, new_figure, set_title
 
 
 def recompute(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, str | None]:
