@@ -106,14 +106,14 @@ def test_qmax_no_regression_against_baseline(
     tts_report: ReportExtras,
     tts_summary: list[str],
 ) -> None:
-    from pytest_tts_scaling.core.compare import compare
+    from pytest_tts_scaling.core.compare import compare_qmax
     from pytest_tts_scaling.errors import InputError
 
     if qmax_baseline is None:
         pytest.skip("no --baseline given")
     artifact = tts_ladder.artifact
     try:
-        comparison = compare(
+        comparison = compare_qmax(
             qmax_baseline,
             artifact,
             tolerance=tts_options.regression_tolerance,

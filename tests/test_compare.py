@@ -11,7 +11,8 @@ import pytest
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.cli import main
-from pytest_tts_scaling.core.compare import Comparison, compare
+from pytest_tts_scaling.core.compare import compare_qmax
+from pytest_tts_scaling.core.comparison import Comparison
 from pytest_tts_scaling.core.schema import (
     DeployedConfig,
     Interval,
@@ -106,7 +107,7 @@ def by_name(comparison: Comparison) -> dict[str, str]:
 
 def test_an_artifact_equals_itself() -> None:
     base = artifact(ladder(100, 400, 800, 1200), q_max=3)
-    result = compare(base, base)
+    result = compare_qmax(base, base)
     assert result.ok
     assert by_name(result) == {
         "q_max": "ok",
@@ -123,7 +124,7 @@ def test_threshold_is_noise_of_both_intervals_with_a_bonferroni_z() -> None:
     half = 100 * Z95
     base = artifact([rung(1, 100, half), rung(2, 1000, half, slo_ms=2000)], q_max=2)
     new = artifact([rung(1, 100, half), rung(2, 1200, half, slo_ms=2000)], q_max=2)
-    result = compare(
+    result = compare_qmax(
         base.model_copy(update={"slo_ms": 2000.0}), new.model_copy(update={"slo_ms": 2000.0})
     )
     z = NormalDist().inv_cdf(1 - 0.05 / 2)
@@ -133,7 +134,7 @@ def test_threshold_is_noise_of_both_intervals_with_a_bonferroni_z() -> None:
     assert check.threshold == pytest.approx(1000 + noise)
     assert check.status == "ok"  # +200 ms is within the noise of the two runs
     # Half the tolerance, half the allowance: +200 ms is now beyond it.
-    strict = compare(
+    strict = compare_qmax(
         base.model_copy(update={"slo_ms": 2000.0}),
         new.model_copy(update={"slo_ms": 2000.0}),
         tolerance=0.5,
@@ -145,8 +146,8 @@ def test_threshold_is_noise_of_both_intervals_with_a_bonferroni_z() -> None:
 
 
 def test_more_rungs_compared_means_a_larger_z() -> None:
-    two = compare(artifact(ladder(100, 200), 2), artifact(ladder(100, 200), 2))
-    eight = compare(
+    two = compare_qmax(artifact(ladder(100, 200), 2), artifact(ladder(100, 200), 2))
+    eight = compare_qmax(
         artifact(ladder(*range(100, 900, 100)), 8), artifact(ladder(*range(100, 900, 100)), 8)
     )
     assert two.z is not None
@@ -158,9 +159,9 @@ def test_more_rungs_compared_means_a_larger_z() -> None:
 def test_within_noise_passes_and_a_rise_beyond_it_fails_naming_the_rung() -> None:
     base = artifact(ladder(100, 400, 800), q_max=3)
     within = artifact(ladder(100, 410, 800), q_max=3)  # +10 ms: below the 5% floor of 20 ms
-    assert compare(base, within).ok
+    assert compare_qmax(base, within).ok
     risen = artifact(ladder(100, 480, 800), q_max=3)
-    result = compare(base, risen)
+    result = compare_qmax(base, risen)
     [failed] = result.regressions
     assert failed.name == "ttfab_p95@N=2"
     # se 20/1.96 each side, z for 3 rungs: noise 2.39 * 14.4 = 34.5 ms > floor 20 ms.
@@ -177,17 +178,17 @@ def test_within_noise_passes_and_a_rise_beyond_it_fails_naming_the_rung() -> Non
 def test_the_floor_holds_when_intervals_are_tiny() -> None:
     base = artifact(ladder(100, 400, half=0.01), q_max=2)
     jitter = artifact(ladder(101, 415, half=0.01), q_max=2)  # +1 ms, +15 ms: within 5 ms / 5%
-    assert compare(base, jitter).ok
+    assert compare_qmax(base, jitter).ok
     worse = artifact(ladder(106, 400, half=0.01), q_max=2)  # +6 ms at 100 ms: above 5 ms
-    assert [c.name for c in compare(base, worse).regressions] == ["ttfab_p95@N=1"]
-    assert compare(base, worse, tolerance=2.0).ok  # allowance 2 x 5 ms
-    assert not compare(base, jitter, tolerance=0).ok  # no allowance: any rise fails
+    assert [c.name for c in compare_qmax(base, worse).regressions] == ["ttfab_p95@N=1"]
+    assert compare_qmax(base, worse, tolerance=2.0).ok  # allowance 2 x 5 ms
+    assert not compare_qmax(base, jitter, tolerance=0).ok  # no allowance: any rise fails
 
 
 def test_improvements_are_reported_and_pass() -> None:
     base = artifact(ladder(100, 400, 800, 1200), q_max=3)
     better = artifact(ladder(100, 300, 600, 900), q_max=4)
-    result = compare(base, better)
+    result = compare_qmax(base, better)
     assert result.ok
     assert by_name(result) == {
         "q_max": "improved",
@@ -203,7 +204,7 @@ def test_a_lower_qmax_fails_with_baseline_new_and_threshold() -> None:
     # Same latencies, but rung 3 failed its SLO this time (say, the SLO straddled).
     rungs = ladder(100, 400, 800, 1200)
     rungs[2] = rungs[2].model_copy(update={"meets_slo": False})
-    result = compare(base, artifact(rungs, q_max=2))
+    result = compare_qmax(base, artifact(rungs, q_max=2))
     [failed] = result.regressions
     assert failed.name == "q_max"
     assert failed.line().startswith("REGRESSION q_max: baseline 3, new 2, threshold >= 3 (")
@@ -213,7 +214,7 @@ def test_a_lower_qmax_fails_with_baseline_new_and_threshold() -> None:
 def test_a_qmax_decided_inside_the_interval_is_called_inconclusive() -> None:
     base = artifact(ladder(100, 400, 800, 1200), q_max=3)
     rungs = ladder(100, 400, 1010, 1200, half=30)
-    result = compare(base, artifact(rungs, q_max=2))
+    result = compare_qmax(base, artifact(rungs, q_max=2))
     assert (
         "inconclusive: its p95 interval 980.0-1040.0 ms holds the SLO"
         in result.regressions[0].detail
@@ -223,18 +224,18 @@ def test_a_qmax_decided_inside_the_interval_is_called_inconclusive() -> None:
 def test_no_qmax_at_all_is_a_regression() -> None:
     base = artifact(ladder(100, 400), q_max=2)
     new = artifact([rung(1, 1500), rung(2, 1900)], q_max=None)
-    assert [c.line().split(":")[0] for c in compare(base, new).regressions] == [
+    assert [c.line().split(":")[0] for c in compare_qmax(base, new).regressions] == [
         "REGRESSION q_max",
         "REGRESSION ttfab_p95@N=1",
         "REGRESSION ttfab_p95@N=2",
     ]
-    assert "found no rung within the SLO" in compare(base, new).regressions[0].detail
+    assert "found no rung within the SLO" in compare_qmax(base, new).regressions[0].detail
 
 
 def test_a_ladder_that_stopped_below_the_baseline_qmax_cannot_pass() -> None:
     base = artifact(ladder(100, 200, 300, 400, 500), q_max=5)
     short = artifact(ladder(100, 200, 300), q_max=3, q_max_bracketed=False)
-    [failed] = compare(base, short).regressions
+    [failed] = compare_qmax(base, short).regressions
     assert failed.name == "q_max"
     assert "extend --ladder to at least 5" in failed.detail
 
@@ -247,7 +248,7 @@ def test_rungs_that_cannot_be_compared_are_skipped_with_the_reason() -> None:
         rung(3, 700, 20),
         rung(4, 900, 20),
     ]
-    result = compare(base, artifact(new_rungs, q_max=4))
+    result = compare_qmax(base, artifact(new_rungs, q_max=4))
     assert by_name(result)["ttfab_p95@N=2"] == "skipped"
     lines = result.lines()
     assert "skipped ttfab_p95@N=2: new rung unusable (not_settled)" in lines
@@ -256,7 +257,7 @@ def test_rungs_that_cannot_be_compared_are_skipped_with_the_reason() -> None:
 
 
 def test_no_common_usable_rung_is_a_warning() -> None:
-    result = compare(artifact(ladder(100, 200), 2), artifact([rung(5, 100), rung(6, 200)], 6))
+    result = compare_qmax(artifact(ladder(100, 200), 2), artifact([rung(5, 100), rung(6, 200)], 6))
     assert result.z is None
     assert any("p95 TTFAB was not compared" in w for w in result.warnings)
     assert result.ok  # Q_max 6 >= 2
@@ -279,8 +280,8 @@ def test_another_configuration_is_refused_naming_the_field(
     with pytest.raises(
         MismatchError, match=f"field '{field}': baseline has .*, new run has {shown}"
     ):
-        compare(base, other)
-    allowed = compare(base, other, allow_config_mismatch=True)
+        compare_qmax(base, other)
+    allowed = compare_qmax(base, other, allow_config_mismatch=True)
     assert allowed.ok
     assert len(allowed.warnings) == 1
     assert f"field '{field}'" in allowed.warnings[0]
@@ -291,8 +292,8 @@ def test_an_interrupted_baseline_is_refused_and_an_interrupted_run_warned_about(
     base = artifact(ladder(100, 400), q_max=2)
     partial = base.model_copy(update={"complete": False, "stop_reason": "measuring"})
     with pytest.raises(InputError, match=r"field 'complete': false .*expected a complete"):
-        compare(partial, base)
-    assert compare(base, partial).warnings == (
+        compare_qmax(partial, base)
+    assert compare_qmax(base, partial).warnings == (
         "new run is an interrupted run: its Q_max may be too low",
     )
 
@@ -300,13 +301,13 @@ def test_an_interrupted_baseline_is_refused_and_an_interrupted_run_warned_about(
 def test_a_negative_tolerance_is_refused() -> None:
     base = artifact(ladder(100), q_max=1)
     with pytest.raises(InputError, match="--regression-tolerance -1: expected a number >= 0"):
-        compare(base, base, tolerance=-1)
+        compare_qmax(base, base, tolerance=-1)
 
 
 def test_without_intervals_the_noise_comes_from_the_summary() -> None:
     example = load(EXAMPLE, QmaxArtifact)  # the source's numbers carry no p95 intervals
     assert all(r.ttfab_p95_ci_ms is None for r in example.rungs)
-    result = compare(example, example)
+    result = compare_qmax(example, example)
     assert result.ok
     at_50 = next(c for c in result.checks if c.name == "ttfab_p95@N=50")
     r50 = next(r for r in example.rungs if r.concurrency == 50)
@@ -333,7 +334,7 @@ def test_without_intervals_the_noise_comes_from_the_summary() -> None:
             ],
         }
     )
-    failed = {c.name for c in compare(example, slower).regressions}
+    failed = {c.name for c in compare_qmax(example, slower).regressions}
     assert failed == {"q_max"} | {f"ttfab_p95@N={r.concurrency}" for r in example.rungs}
 
 
@@ -360,8 +361,8 @@ def test_false_alarms_stay_rare_and_real_rises_are_caught() -> None:
         base = artifact(_measured_ladder(rng, 1.0), q_max=8)
         same = artifact(_measured_ladder(rng, 1.0), q_max=8)
         slower = artifact(_measured_ladder(rng, 1.4), q_max=8)
-        false_alarms += not compare(base, same).ok
-        caught += not compare(base, slower).ok
+        false_alarms += not compare_qmax(base, same).ok
+        caught += not compare_qmax(base, slower).ok
     # Bonferroni over 8 rungs keeps the chance of any false flag near or below 5%.
     assert false_alarms / trials <= 0.08
     assert caught / trials >= 0.9
@@ -442,7 +443,7 @@ def test_a_baseline_rung_open_above_cannot_show_a_rise_and_says_so() -> None:
     thin[1] = open_above(thin[1])
     base = artifact(thin, q_max=2)
     risen = artifact(ladder(100, 900), q_max=2)
-    checks = {c.name: c for c in compare(base, risen).checks}
+    checks = {c.name: c for c in compare_qmax(base, risen).checks}
     assert checks["ttfab_p95@N=2"].status == "skipped"
     assert "open above" in checks["ttfab_p95@N=2"].detail
 
@@ -451,4 +452,4 @@ def test_a_new_rung_open_above_is_not_called_an_improvement() -> None:
     base = artifact(ladder(100, 400), q_max=2)
     thin = ladder(100, 300)
     thin[1] = open_above(thin[1])
-    assert by_name(compare(base, artifact(thin, q_max=2)))["ttfab_p95@N=2"] == "ok"
+    assert by_name(compare_qmax(base, artifact(thin, q_max=2)))["ttfab_p95@N=2"] == "ok"

@@ -33,12 +33,12 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.core.compare import compare
+    from pytest_tts_scaling.core.compare import compare_qmax
     from pytest_tts_scaling.core.schema import QmaxArtifact
 
     baseline = load(args.baseline, QmaxArtifact)
     new = load(args.new, QmaxArtifact)
-    comparison = compare(
+    comparison = compare_qmax(
         baseline,
         new,
         tolerance=args.tts_regression_tolerance,

@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.core.compare import check_identity, compare
+    from pytest_tts_scaling.core.compare import check_identity, compare_qmax
     from pytest_tts_scaling.endpoints.factory import open_endpoint
     from pytest_tts_scaling.steps.qmax import describe_schedule, run_ladder
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     regressed = False
     if baseline is not None:
-        comparison = compare(
+        comparison = compare_qmax(
             baseline,
             result.artifact,
             tolerance=settings.run.regression_tolerance,
@@ -102,7 +102,7 @@ def load_baseline(settings: ResolvedOptions) -> QmaxArtifact | None:
     """The --baseline artifact, refused early when its model, transport or SLO is not this run's.
 
     Read before the ladder starts: the new artifact may be written over the same file. The slug
-    is checked once the endpoint is open; the whole identity again by :func:`compare`.
+    is checked once the endpoint is open; the whole identity again by :func:`compare_qmax`.
     """
     from pytest_tts_scaling.artifacts import load
     from pytest_tts_scaling.core.compare import check_identity

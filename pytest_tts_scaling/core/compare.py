@@ -1,5 +1,8 @@
 """Regression check of a qmax artifact against a baseline. Pure: artifacts in, verdicts out.
 
+The rule and the matching of rungs are here; the verdicts and their wording are in
+:mod:`pytest_tts_scaling.core.comparison`.
+
 Two artifacts are compared only when they describe the same thing: the same model, transport,
 fingerprint (slug) and SLO. Otherwise :class:`MismatchError` names the field, unless the caller
 accepts the mismatch (``--allow-config-mismatch``), which turns it into a warning.
@@ -46,10 +49,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal
 
+from pytest_tts_scaling.core.comparison import Check, CheckStatus, Comparison
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
 
@@ -63,104 +66,6 @@ MIN_RISE_MS = 5.0
 QUANTILE = 0.95
 # The fields that must agree for two artifacts to be compared.
 IDENTITY_FIELDS = ("model", "transport", "slug", "slo_ms")
-
-Status = Literal["ok", "improved", "regressed", "skipped"]
-STATUS_LABEL: dict[str, str] = {
-    "ok": "ok",
-    "improved": "improved",
-    "regressed": "REGRESSION",
-    "skipped": "skipped",
-}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One comparison: a value of the baseline, the new value and the bound it was held to."""
-
-    name: str
-    status: Status
-    baseline: float | None
-    new: float | None
-    threshold: float | None
-    detail: str
-    concurrency: int | None = None
-    unit: str = ""
-    # How the new value must stand to the threshold: Q_max at or above, a latency at or below.
-    relation: Literal[">=", "<="] = "<="
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "regressed"
-
-    def line(self) -> str:
-        label = STATUS_LABEL[self.status]
-        if self.status == "skipped":
-            return f"{label} {self.name}: {self.detail}"
-        bound = (
-            "threshold n/a"
-            if self.threshold is None
-            else f"threshold {self.relation} {self._value(self.threshold)}"
-        )
-        return (
-            f"{label} {self.name}: baseline {self._value(self.baseline)}, "
-            f"new {self._value(self.new)}, {bound} ({self.detail})"
-        )
-
-    def _value(self, value: float | None) -> str:
-        if value is None:
-            return "none"
-        return f"{value:.1f} {self.unit}".strip() if self.unit else f"{value:g}"
-
-
-@dataclass(frozen=True)
-class Comparison:
-    baseline_name: str
-    new_name: str
-    tolerance: float
-    checks: tuple[Check, ...]
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-    z: float | None = None
-
-    @property
-    def regressions(self) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if c.failed)
-
-    @property
-    def ok(self) -> bool:
-        return not self.regressions
-
-    def verdict_line(self) -> str:
-        compared = [c for c in self.checks if c.status != "skipped"]
-        if self.ok:
-            return (
-                f"compare: no regression: {len(compared)} check(s) of {self.new_name} against "
-                f"{self.baseline_name} (tolerance {self.tolerance:g})"
-            )
-        names = ", ".join(c.name for c in self.regressions)
-        return (
-            f"compare: REGRESSION in {len(self.regressions)} of {len(compared)} check(s) "
-            f"({names}); to accept, commit {self.new_name} as the new baseline, or re-run with "
-            f"a larger --regression-tolerance (now {self.tolerance:g})"
-        )
-
-    def rule(self) -> str | None:
-        """The p95 TTFAB threshold in words, with this comparison's numbers."""
-        if self.z is None:
-            return None
-        return (
-            f"p95 TTFAB threshold = baseline + {self.tolerance:g} x max(noise, floor); "
-            f"noise = {self.z:.2f} x sqrt(se_baseline^2 + se_new^2) from the p95 intervals, "
-            f"floor = max({MIN_RISE_FRACTION:.0%} of baseline, {MIN_RISE_MS:g} ms)"
-        )
-
-    def lines(self) -> list[str]:
-        rule = self.rule()
-        return [
-            *(f"compare: warning: {w}" for w in self.warnings),
-            *([f"compare: {rule}"] if rule else []),
-            *(c.line() for c in self.checks),
-            self.verdict_line(),
-        ]
 
 
 def check_identity(
@@ -200,7 +105,7 @@ def check_identity(
     return warnings
 
 
-def compare(
+def compare_qmax(
     baseline: QmaxArtifact,
     new: QmaxArtifact,
     *,
@@ -253,6 +158,16 @@ def compare(
         checks=tuple(checks),
         warnings=tuple(warnings),
         z=z,
+        rule=None if z is None else _rule(z, tolerance),
+    )
+
+
+def _rule(z: float, tolerance: float) -> str:
+    """The p95 TTFAB threshold in words, with this comparison's numbers."""
+    return (
+        f"p95 TTFAB threshold = baseline + {tolerance:g} x max(noise, floor); "
+        f"noise = {z:.2f} x sqrt(se_baseline^2 + se_new^2) from the p95 intervals, "
+        f"floor = max({MIN_RISE_FRACTION:.0%} of baseline, {MIN_RISE_MS:g} ms)"
     )
 
 
@@ -275,7 +190,7 @@ def _usable(rung: Rung) -> bool:
 def _qmax_check(baseline: QmaxArtifact, new: QmaxArtifact) -> Check:
     old_q, new_q = baseline.q_max, new.q_max
 
-    def made(status: Status, detail: str) -> Check:
+    def made(status: CheckStatus, detail: str) -> Check:
         return Check(
             name="q_max",
             status=status,
@@ -357,7 +272,7 @@ def _ttfab_check(old: Rung, new: Rung, *, z: float, tolerance: float) -> Check:
         f"floor {floor:.1f} ms) = {rise_allowed:.1f} ms"
     )
     if new_p95 > threshold:
-        status: Status = "regressed"
+        status: CheckStatus = "regressed"
     elif not _open_above(new) and new_p95 < old_p95 - tolerance * max(fall_noise, floor):
         status = "improved"
     else:
