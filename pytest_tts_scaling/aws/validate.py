@@ -266,7 +266,7 @@ def _number(raw: str) -> Value:
             return raw
 
 
-def compare(deployed: DeployedScaling, plan: PlanArtifact) -> list[FieldCheck]:
+def compare_deployed(deployed: DeployedScaling, plan: PlanArtifact) -> list[FieldCheck]:
     """One check per field, in a fixed order; a missing deployed value is a mismatch."""
     scope = scaling.ScalingScope(deployed.endpoint, deployed.variant, deployed.component)
     planned = planned_values(plan, scope)
@@ -284,4 +284,4 @@ def compare(deployed: DeployedScaling, plan: PlanArtifact) -> list[FieldCheck]:
 def run_validate(
     clients: AwsClients, endpoint: str, plan: PlanArtifact, component: str | None = None
 ) -> list[FieldCheck]:
-    return compare(read_deployed_scaling(clients, endpoint, component), plan)
+    return compare_deployed(read_deployed_scaling(clients, endpoint, component), plan)
