@@ -36,7 +36,8 @@ import numpy as np
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.core.stats import time_weighted_in_flight
 from pytest_tts_scaling.load import engine as loadgen
-from pytest_tts_scaling.load.engine import client_lag_bound_ms, run_rung
+from pytest_tts_scaling.load.engine import run_rung
+from pytest_tts_scaling.load.monitor import client_lag_bound_ms
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
 

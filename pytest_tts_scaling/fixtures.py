@@ -95,7 +95,8 @@ def tts_ladder(
 
     With --dry-run it prints the schedule and skips without starting or calling anything.
     """
-    from pytest_tts_scaling.steps.qmax import describe_schedule, run_ladder
+    from pytest_tts_scaling.steps.qmax import run_ladder
+    from pytest_tts_scaling.steps.qmax_words import describe_schedule
 
     if tts_settings.run.dry_run:
         for line in describe_schedule(tts_settings):

@@ -17,7 +17,8 @@ import pytest
 
 from pytest_tts_scaling import fixtures
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.options import OPTION_SPECS, RunOptions
+from pytest_tts_scaling.option_table import OPTION_SPECS
+from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:

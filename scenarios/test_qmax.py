@@ -26,12 +26,12 @@ def test_qmax_found(tts_ladder: LadderResult, tts_report: ReportExtras) -> None:
 
 def no_qmax_message(artifact: QmaxArtifact) -> str:
     """Why no rung passed, naming errors apart from latency (a broken endpoint is not slow)."""
-    from pytest_tts_scaling.steps.qmax import verdict_words
+    from pytest_tts_scaling.steps.qmax_words import verdict_words
 
     first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
     if first is not None and first.fail_reason == "errors":
         return f"{verdict_words(artifact)}: the endpoint answers without audio, it is not slow"
-    from pytest_tts_scaling.steps.qmax import trust_lines
+    from pytest_tts_scaling.steps.qmax_words import trust_lines
 
     p95 = first.goodput_ttfab_p95_ms if first is not None else None
     figure = "n/a" if p95 is None else f"{p95:.0f} ms"

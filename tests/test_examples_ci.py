@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from pytest_tts_scaling.cli import COMMANDS, build_parser
-from pytest_tts_scaling.options import OPTION_SPECS
+from pytest_tts_scaling.option_table import OPTION_SPECS
 from pytest_tts_scaling.plugin import STEP_MARKERS
 
 ROOT = Path(__file__).resolve().parents[1]

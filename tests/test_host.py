@@ -10,7 +10,7 @@ import pytest
 from pytest_tts_scaling.endpoints import base as endpoint
 from pytest_tts_scaling.load import host
 from pytest_tts_scaling.load.host import CoreSplit
-from pytest_tts_scaling.options import model_dir
+from pytest_tts_scaling.option_table import model_dir
 
 
 def test_too_few_cores_are_shared() -> None:

@@ -6,10 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tts_scaling.options import (
-    LOCAL_LADDER,
-    SOURCE_LADDER,
-    RunOptions,
+from pytest_tts_scaling.option_table import (
     endpoint_name,
     ladder,
     non_negative_float,
@@ -18,6 +15,7 @@ from pytest_tts_scaling.options import (
     positive_int,
     surge_ratio,
 )
+from pytest_tts_scaling.options import LOCAL_LADDER, SOURCE_LADDER, RunOptions
 
 
 def test_ladder_parses_and_rejects() -> None:

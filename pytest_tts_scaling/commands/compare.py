@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_tts_scaling.options import add_to_argparse, specs_named
+from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 
 
 def register(subparsers: Any) -> None:

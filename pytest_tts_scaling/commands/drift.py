@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
-from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
+from pytest_tts_scaling.option_table import add_to_argparse, specs_named
+from pytest_tts_scaling.options import RunOptions
 
 
 def register(subparsers: Any) -> None:

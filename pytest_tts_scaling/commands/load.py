@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.options import (
+from pytest_tts_scaling.option_table import (
     OptionSpec,
     _fail,
     add_to_argparse,

@@ -12,7 +12,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
+from pytest_tts_scaling.option_table import add_to_argparse, specs_named
+from pytest_tts_scaling.options import RunOptions
 
 # Under pytest these are --qmax-artifact / --ttotal-artifact; the same dests, shorter flags here.
 ARTIFACT_FLAGS = {"--qmax-artifact": "--qmax", "--ttotal-artifact": "--ttotal"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions, add_to_argparse, specs_named
+from pytest_tts_scaling.option_table import add_to_argparse, specs_named
+from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.schema import QmaxArtifact
@@ -52,7 +53,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.core.compare import check_identity, compare_qmax
     from pytest_tts_scaling.endpoints.factory import open_endpoint
-    from pytest_tts_scaling.steps.qmax import describe_schedule, run_ladder
+    from pytest_tts_scaling.steps.qmax import run_ladder
+    from pytest_tts_scaling.steps.qmax_words import describe_schedule
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
     settings = RunOptions.from_namespace(values).for_kind()

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
+from pytest_tts_scaling.option_table import add_to_argparse, specs_named
+from pytest_tts_scaling.options import RunOptions
 
 FLAGS = (
     "--endpoint",

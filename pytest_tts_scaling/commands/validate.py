@@ -10,7 +10,8 @@ import argparse
 from typing import Any
 
 from pytest_tts_scaling.commands.drift import ENDPOINT_HELP, add_option, endpoint_for, plan_for
-from pytest_tts_scaling.options import RunOptions, add_to_argparse, specs_named
+from pytest_tts_scaling.option_table import add_to_argparse, specs_named
+from pytest_tts_scaling.options import RunOptions
 
 
 def register(subparsers: Any) -> None:

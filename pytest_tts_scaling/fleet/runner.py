@@ -30,7 +30,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from pytest_tts_scaling.fleet.config import LoadConfig
 from pytest_tts_scaling.fleet.user import USER_CLASSES, ProcessState, configure, user_class
-from pytest_tts_scaling.load.engine import quiet_gc
+from pytest_tts_scaling.load.monitor import quiet_gc
 
 # Users spawn and connect before this much time is up; the start instant is then this far ahead.
 START_LEAD_S = 1.0

@@ -2,69 +2,43 @@
 
 The artifact is rewritten atomically after every rung (marked incomplete until the end), so an
 interrupted run keeps everything it measured. Per-request records go to a JSONL file beside it.
+One rung is measured in steps/qmax_rung.py; what the run says, in steps/qmax_words.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
-import numpy as np
-
 from pytest_tts_scaling import __version__
-from pytest_tts_scaling.artifacts import append_jsonl, keep_previous, kept_lines, save
-from pytest_tts_scaling.core.records import RequestRecord, RequestSpec
+from pytest_tts_scaling.artifacts import keep_previous, kept_lines, save
+from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
-from pytest_tts_scaling.core.search import (
-    Step,
-    add_measurement,
-    next_step,
-    rungs_left,
-    schedule_estimate_s,
-    worst_case_rungs,
-)
-from pytest_tts_scaling.core.stats import time_weighted_in_flight
-from pytest_tts_scaling.core.timeline import from_epoch_ns, iso
-from pytest_tts_scaling.core.verdicts import (
-    MAX_MEASUREMENTS,
-    RungInputs,
-    falls_in_p95,
-    goodput_ttfab_ms,
-    judge,
-    select_qmax,
-    straddles_slo,
-)
+from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
+from pytest_tts_scaling.core.verdicts import falls_in_p95, select_qmax
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
-from pytest_tts_scaling.load.engine import RungRun, client_lag_bound_ms, run_rung, stall_bound_s
-from pytest_tts_scaling.load.health import learn_admission_bound, require_answer, silence_after
-from pytest_tts_scaling.load.host import load_average
+from pytest_tts_scaling.load.engine import stall_bound_s
+from pytest_tts_scaling.load.health import require_answer, silence_after
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.qmax_rung import Progress, iso_ns, measure_rung
+from pytest_tts_scaling.steps.qmax_words import (
+    client_saturation_lines,
+    progress_line,
+    trust_lines,
+    verdict_words,
+)
 
-# A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
-MAX_EXTENSIONS = 2
-# A p95 of fewer completed requests is little more than their largest: a rung short of this many is
-# held up to MAX_SAMPLE_EXTENSIONS extra windows to reach it, and flagged `few_samples` if not.
-MIN_COMPLETIONS = 20
-MAX_SAMPLE_EXTENSIONS = 4
-# The longest a rung can be held: hold plus this many measure windows.
-MOST_EXTENSIONS = max(MAX_EXTENSIONS, MAX_SAMPLE_EXTENSIONS)
 # The health probes (before rung 1, and after a rung that heard no audio) wait longer than a
 # rung's stall bound for a first answer: a slow endpoint on a busy host is not a dead one
 # (refusals and error statuses are still seen at once).
 PROBE_PATIENCE_S = 20.0
-# While a rung runs, a progress line this often (and one when its measure window opens).
-PROGRESS_EVERY_S = 10.0
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -90,130 +64,6 @@ class LadderResult:
         lines.extend(client_saturation_lines(a.rungs))
         lines.extend(trust_lines(a))
         return lines
-
-
-def client_saturation_lines(rungs: list[Rung]) -> list[str]:
-    """Where the client could not keep time, and up to which N it could (issue 12)."""
-    saturated = [r for r in rungs if r.unusable_reason == "client_saturated" and r.client]
-    if not saturated:
-        return []
-    first = min(saturated, key=lambda r: r.concurrency)
-    client = first.client
-    assert client is not None
-    kept = f"N={client.kept_time_up_to}" if client.kept_time_up_to else "no rung"
-    return [
-        f"qmax: the load client could not keep time at N={first.concurrency} (event-loop lag "
-        f"p99 {client.worst_lag_p99_ms or 0:.0f} ms > {client.lag_bound_ms or 0:.0f} ms, CPU "
-        f"{(client.cpu_share or 0) * 100:.0f}%); it kept time up to {kept}: measure higher "
-        "concurrency from more client processes"
-    ]
-
-
-def trust_lines(a: QmaxArtifact) -> list[str]:
-    """What makes the numbers less trustworthy than they look: a busy host, thin rungs, a fall."""
-    lines: list[str] = []
-    host = a.host
-    loads = [r.load_avg_1m for r in a.rungs if r.load_avg_1m is not None]
-    if host is not None and loads and max(loads) > host.cpu_count:
-        shared = "shared by the server and the client" if host.cores_shared else "split"
-        lines.append(
-            f"qmax: the host was busy: load average up to {max(loads):.1f} on {host.cpu_count} "
-            f"cores ({shared}); the curve measures this machine's contention too"
-        )
-    thin = sorted({r.concurrency for r in a.rungs if r.usable and r.few_samples})
-    if thin:
-        lines.append(
-            f"qmax: N={', '.join(map(str, thin))} judged on fewer than {MIN_COMPLETIONS} "
-            "completed requests, even after extending the window: their p95 is little more "
-            "than their slowest request (use a longer --measure-s)"
-        )
-    if a.non_monotonic:
-        lines.append(
-            f"qmax: p95 TTFAB fell at N={', '.join(map(str, a.non_monotonic))} below a lower "
-            "rung's, beyond both intervals: the host or the endpoint changed during the run; "
-            "re-run it on a quiet machine"
-        )
-    return lines
-
-
-def verdict_words(a: QmaxArtifact) -> str:
-    """What the run found, in words that cannot contradict each other."""
-    failing = [r for r in a.rungs if r.usable and not r.meets_slo]
-    if a.q_max is None:
-        if failing and all(r.fail_reason == "errors" for r in failing):
-            kinds = sorted({k for r in failing for k in r.errors_by_kind})
-            return f"no rung met the SLO: requests ended without audio ({', '.join(kinds)})"
-        if not any(r.usable for r in a.rungs):
-            return "no rung could be judged (every rung unusable)"
-        return "no rung met the SLO"
-    if a.q_max_bracketed:
-        above = min(
-            (r for r in failing if r.concurrency > (a.q_max or 0)), key=lambda r: r.concurrency
-        )
-        why = fail_words(above, a.slo_ms)
-        return f"Q_max {a.q_max} (bracketed: N={above.concurrency} failed, {why})"
-    return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
-
-
-def fail_words(rung: Rung, slo_ms: float) -> str:
-    if rung.fail_reason == "errors":
-        share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
-        kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
-        return f"{share:.1f}% of requests without audio: {kinds}"
-    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
-    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"
-
-
-def iso_ns(epoch_ns: int) -> str:
-    return iso(from_epoch_ns(epoch_ns))
-
-
-def describe_schedule(settings: ResolvedOptions) -> list[str]:
-    """The --dry-run output: what would run and for how long, worst case included."""
-    run = settings.run
-    head = (
-        f"qmax dry run: {run.kind} endpoint {run.endpoint or run.endpoint_url or '(local default)'}"
-        f", transport {run.transport}, SLO p95 TTFAB <= {settings.slo_ms:g} ms"
-    )
-    timing = (
-        f"hold {settings.hold_s:g} s (last {settings.measure_s:g} s measured), gap "
-        f"{settings.gap_s:g} s, runs {run.runs}"
-    )
-    longest_rung_s = settings.hold_s + MOST_EXTENSIONS * settings.measure_s
-    if settings.ladder is None:
-        rungs = worst_case_rungs(settings.max_concurrency)
-        worst = rungs * MAX_MEASUREMENTS
-        worst_s = run.runs * (worst * longest_rung_s + (worst - 1) * settings.gap_s)
-        typical_s = run.runs * schedule_estimate_s((1, 2, 3, 4, 5), settings.hold_s, settings.gap_s)
-        return [
-            head,
-            f"adaptive search up to N={settings.max_concurrency}: {timing}",
-            "  rung 1: N=1; then the predicted SLO crossing and its neighbours, ending on "
-            "N pass / N+1 fail",
-            f"estimate: about {typical_s / 60:.1f} min (4-6 rungs); worst case "
-            f"{worst_s / 60:.1f} min: {rungs} concurrencies, each measured up to "
-            f"{MAX_MEASUREMENTS} times (again when unusable, re-tested when a failure is "
-            f"doubtful) and held up to {MOST_EXTENSIONS} extra measure windows",
-        ]
-    ladder = settings.ladder
-    estimate = schedule_estimate_s(ladder, settings.hold_s, settings.gap_s)
-    lines = [head, f"ladder {','.join(map(str, ladder))}: {timing}"]
-    elapsed = 0.0
-    for index, concurrency in enumerate(ladder):
-        if index:
-            elapsed += settings.gap_s
-        window_start = elapsed + settings.hold_s - settings.measure_s
-        lines.append(
-            f"  rung {index + 1}: N={concurrency:<4} starts at +{elapsed:7.0f} s, measured "
-            f"+{window_start:.0f}..+{elapsed + settings.hold_s:.0f} s"
-        )
-        elapsed += settings.hold_s
-    lines.append(
-        f"estimate: {run.runs * estimate / 60:.1f} min if every rung is climbed, plus up to "
-        f"{MOST_EXTENSIONS} extra measure windows per inconclusive or sparse rung and bisection "
-        "rungs after the first failure; the ladder stops after two failing rungs"
-    )
-    return lines
 
 
 def git_commit() -> str | None:
@@ -348,7 +198,7 @@ def run_ladder(
                 time.sleep(settings.gap_s)
             eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
 
-            rung, heard = _measure_rung(
+            rung, heard = measure_rung(
                 endpoint,
                 settings,
                 workload,
@@ -383,7 +233,7 @@ def run_ladder(
             save(artifact(rungs, complete=False, stop_reason="measuring"), path)
             elapsed = time.monotonic() - started
             left = _eta_s(0.0, rungs=rungs, settings=settings, run_index=run_index)
-            progress(_progress_line(rung, settings.slo_ms, elapsed, left))
+            progress(progress_line(rung, settings.slo_ms, elapsed, left))
             try:
                 check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
             except InputError as exc:
@@ -419,179 +269,3 @@ def _next(rungs: list[Rung], endpoint: Endpoint, settings: ResolvedOptions) -> S
 
 def _s(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000.0
-
-
-def _measure_rung(
-    endpoint: Endpoint,
-    settings: ResolvedOptions,
-    workload: Workload,
-    step: Step,
-    records_path: Path,
-    inputs_path: Path,
-    *,
-    progress: Progress,
-    eta_s: Callable[[float], float],
-) -> tuple[Rung, RungRun]:
-    """The judged rung and what the engine heard during it; progress lines while it runs."""
-    concurrency = step.concurrency
-    before = endpoint.instance_count()
-    inputs: list[dict[str, object]] = []
-
-    def make_request(worker: int, seq: int) -> RequestSpec:
-        spec = workload.request(concurrency, worker, seq)
-        inputs.append(spec.input_row(rung=concurrency, worker=worker, seq=seq))
-        return spec
-
-    heard: list[RequestRecord] = []
-
-    async def report_progress() -> None:
-        started = time.perf_counter_ns()
-        warmup_s = settings.hold_s - settings.measure_s
-        window_start_ns = started + int(warmup_s * 1e9)
-        for at in sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)}):
-            await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
-            elapsed = (time.perf_counter_ns() - started) / 1e9
-            left = max(0.001, settings.hold_s - elapsed)
-            progress(_live_line(step, settings, heard, window_start_ns, elapsed, eta_s(left)))
-
-    async def measure() -> RungRun:
-        async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
-            ticker = asyncio.create_task(report_progress())
-            try:
-                return await run_rung(
-                    transport,
-                    make_request,
-                    concurrency=concurrency,
-                    hold_s=settings.hold_s,
-                    measure_s=settings.measure_s,
-                    should_extend=extension_rule(settings.slo_ms),
-                    max_extensions=MOST_EXTENSIONS,
-                    stall_s=stall_bound_s(settings.slo_ms),
-                    on_record=heard.append,
-                )
-            finally:
-                ticker.cancel()
-
-    result = asyncio.run(measure())
-    after = endpoint.instance_count()
-    learn_admission_bound(endpoint, result.records, f"at N={concurrency}")
-    lag_bound = client_lag_bound_ms(settings.slo_ms)
-    append_jsonl(records_path, [_record_row(r, result) for r in result.records])
-    append_jsonl(inputs_path, inputs)
-    mean, peak = time_weighted_in_flight(
-        [(r.start_ns, r.end_ns) for r in result.records],
-        result.window_start_ns,
-        result.window_end_ns,
-    )
-    rung = judge(
-        RungInputs(
-            concurrency=concurrency,
-            window=started_in_window(result),
-            measure_s=result.measure_s,
-            concurrency_mean=mean,
-            concurrency_max=peak,
-            instance_count_changed=before != after,
-            instance_count=after,
-            window_start=iso_ns(result.window_start_ns + result.epoch_offset_ns),
-            window_end=iso_ns(result.window_end_ns + result.epoch_offset_ns),
-            client_lag_p99_ms=result.client.worst_lag_p99_ms,
-            client_lag_bound_ms=lag_bound,
-        ),
-        settings.slo_ms,
-    )
-    client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
-    update = {
-        "extensions": result.extensions,
-        "client": client,
-        "few_samples": rung.completed < MIN_COMPLETIONS,
-        "load_avg_1m": load_average(),
-    }
-    return rung.model_copy(update=update), result
-
-
-def extension_rule(slo_ms: float) -> Callable[[list[RequestRecord]], bool]:
-    """Whether a rung's window needs one more measure window, given the extensions so far.
-
-    Too few completions for a p95 (MIN_COMPLETIONS) earn up to MAX_SAMPLE_EXTENSIONS more
-    windows, so a slow or busy endpoint is judged on enough requests rather than on one; a p95
-    interval that contains the SLO earns up to MAX_EXTENSIONS.
-    """
-    granted = 0
-
-    def should_extend(window: list[RequestRecord]) -> bool:
-        nonlocal granted
-        completed = sum(1 for r in window if r.status == "ok")
-        wanted = (completed < MIN_COMPLETIONS and granted < MAX_SAMPLE_EXTENSIONS) or (
-            granted < MAX_EXTENSIONS and straddles_slo(window, slo_ms)
-        )
-        granted += wanted
-        return wanted
-
-    return should_extend
-
-
-def started_in_window(result: RungRun) -> list[RequestRecord]:
-    """Goodput: every request that started in the measure window counts, however it ended."""
-    return [r for r in result.records if in_window(r, result)]
-
-
-def in_window(record: RequestRecord, result: RungRun) -> bool:
-    return result.window_start_ns <= record.start_ns < result.window_end_ns
-
-
-def _record_row(record: RequestRecord, result: RungRun) -> dict[str, object]:
-    row = record.to_json()
-    row["in_window"] = in_window(record, result)
-    return row
-
-
-def _every(period_s: float, until_s: float) -> list[float]:
-    return [period_s * k for k in range(1, int(until_s // period_s) + 1)]
-
-
-def _live_line(
-    step: Step,
-    settings: ResolvedOptions,
-    heard: list[RequestRecord],
-    window_start_ns: int,
-    elapsed_s: float,
-    eta_s: float,
-) -> str:
-    """One rung in progress: N, phase, p95 so far against the SLO, and the whole run's ETA."""
-    warmup_s = settings.hold_s - settings.measure_s
-    in_window = [r for r in heard if r.start_ns >= window_start_ns]
-    if elapsed_s < warmup_s - 0.05:
-        phase = f"warm-up {elapsed_s:.0f}/{warmup_s:g} s"
-    else:
-        phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{settings.measure_s:g} s"
-    seen, where = (in_window, "in the window") if in_window else (heard, "in the warm-up")
-    goodput = goodput_ttfab_ms(seen, settings.slo_ms)
-    p95 = f"{float(np.percentile(goodput, 95)):.0f} ms {where}" if goodput else "n/a"
-    return (
-        f"qmax N={step.concurrency} {step.phase}: {phase}, p95 TTFAB so far {p95} "
-        f"(SLO {settings.slo_ms:g} ms), {len(heard)} done; run ETA {_mmss(eta_s)}"
-    )
-
-
-def _progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) -> str:
-    p95 = rung.goodput_ttfab_p95_ms if rung.goodput_ttfab_p95_ms is not None else rung.ttfab_ms.p95
-    verdict = (
-        f"unusable ({rung.unusable_reason})"
-        if not rung.usable
-        else "pass"
-        if rung.meets_slo
-        else f"FAIL ({rung.fail_reason})"
-    )
-    p95_text = "n/a" if p95 is None else f"{p95:.0f} ms"
-    errors = f", {rung.failed} without audio" if rung.failed else ""
-    again = f", measurement {rung.remeasured + 1}" if rung.remeasured else ""
-    return (
-        f"qmax N={rung.concurrency:<4} {rung.phase:<9} p95 TTFAB {p95_text} (SLO {slo_ms:g} ms) "
-        f"{verdict}; {rung.completed} done{errors}, {rung.throughput_rps:.1f} rps, in-flight "
-        f"{rung.concurrency_mean:.1f}{again}; elapsed {_mmss(elapsed_s)}, about {_mmss(left_s)} "
-        "left"
-    )
-
-
-def _mmss(seconds: float) -> str:
-    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"

@@ -1,0 +1,378 @@
+"""The option table: every flag of the plugin and of `tts-bench`, with the parser of its value.
+
+The same table feeds pytest's option group and argparse, so `pytest -m qmax --ladder …` and
+`tts-bench qmax --ladder …` accept the same words and fail with the same messages. What the
+parsed values become is :class:`~pytest_tts_scaling.options.RunOptions`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pytest_tts_scaling.options import DEFAULT_MODEL, DEFAULT_SLO_MS, DEFAULT_SURGE_RATIO
+
+N = TypeVar("N", int, float)
+
+
+def _fail(value: str, expected: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(f"Could not parse value {value!r}: expected {expected}")
+
+
+def _number(value: str, kind: Callable[[str], N], ok: Callable[[N], bool], expected: str) -> N:
+    """The one number parser behind every numeric option: `kind(value)` that `ok` accepts."""
+    try:
+        parsed = kind(value)
+    except ValueError:
+        raise _fail(value, expected) from None
+    if (isinstance(parsed, float) and not math.isfinite(parsed)) or not ok(parsed):
+        raise _fail(value, expected)
+    return parsed
+
+
+def positive_float(value: str) -> float:
+    return _number(value, float, lambda x: x > 0, "a positive number")
+
+
+def non_negative_float(value: str) -> float:
+    return _number(value, float, lambda x: x >= 0, "a number >= 0")
+
+
+def positive_int(value: str) -> int:
+    return _number(value, int, lambda x: x >= 1, "a whole number >= 1")
+
+
+def non_negative_int(value: str) -> int:
+    return _number(value, int, lambda x: x >= 0, "a whole number >= 0")
+
+
+def ladder(value: str) -> tuple[int, ...]:
+    """`1,5,10` → (1, 5, 10): strictly increasing whole numbers >= 1."""
+    expected = "comma-separated whole numbers >= 1 in increasing order, e.g. 1,5,10,20"
+    try:
+        rungs = tuple(int(part) for part in value.split(","))
+    except ValueError:
+        raise _fail(value, expected) from None
+    if not rungs or rungs[0] < 1 or any(b <= a for a, b in pairwise(rungs)):
+        raise _fail(value, expected)
+    return rungs
+
+
+def surge_ratio(value: str) -> float:
+    return _number(value, float, lambda x: 1.0 <= x < 1.5, "a number in [1, 1.5)")
+
+
+def endpoint_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise _fail(value, "an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def model_dir(value: str) -> Path:
+    path = Path(value)
+    if not path.is_dir():
+        raise _fail(value, "a directory holding Kokoro's config.json, *.pth and voices/*.pt")
+    return path
+
+
+def endpoint_name(value: str) -> str:
+    # SageMaker endpoint names: 1-63 of [a-zA-Z0-9-], not starting or ending with '-'.
+    if not (
+        0 < len(value) <= 63
+        and value.replace("-", "").isalnum()
+        and value.isascii()
+        and not value.startswith("-")
+        and not value.endswith("-")
+    ):
+        raise _fail(value, "a SageMaker endpoint name (1-63 letters, digits and '-')")
+    return value
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    flag: str
+    dest: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    default: Any = None
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    action: str | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dest": self.dest, "help": self.help, "default": self.default}
+        if self.action:
+            out["action"] = self.action
+        else:
+            out["metavar"] = self.metavar
+            if self.type is not None:
+                out["type"] = self.type
+            if self.choices is not None:
+                out["choices"] = list(self.choices)
+        return out
+
+
+OPTION_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "--endpoint",
+        "tts_endpoint",
+        "SageMaker endpoint to measure. Default: none (a local container started by the plugin).",
+        endpoint_name,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
+        "--endpoint-url",
+        "tts_endpoint_url",
+        "Any endpoint speaking the container's HTTP "
+        "contract, e.g. http://127.0.0.1:8080. Default: none.",
+        endpoint_url,
+        None,
+        "URL",
+    ),
+    OptionSpec(
+        "--model-dir",
+        "tts_model_dir",
+        "Kokoro files for the local default endpoint (config.json, one *.pth, voices/*.pt), "
+        "e.g. a download of hexgrad/Kokoro-82M. Default: none (the untrained development model).",
+        model_dir,
+        None,
+        "DIR",
+    ),
+    OptionSpec(
+        "--scenario",
+        "tts_scenario",
+        "Workload file (TOML): a path, or NAME for scenarios/NAME.toml. Options given here "
+        "override its values. Default: none (built-in texts).",
+        None,
+        None,
+        "NAME|PATH",
+    ),
+    OptionSpec(
+        "--inference-component",
+        "tts_inference_component",
+        "Send requests to this inference component of the endpoint. Default: none.",
+        None,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
+        "--model",
+        "tts_model",
+        f"Model name used in artifact names and the plan. Default: {DEFAULT_MODEL}.",
+        None,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
+        "--transport",
+        "tts_transport",
+        "How requests are sent: response-stream (chunked "
+        "HTTP / InvokeEndpointWithResponseStream) or bidi (WebSocket session). Default: "
+        "response-stream.",
+        None,
+        None,
+        "KIND",
+        ("response-stream", "bidi"),
+    ),
+    OptionSpec(
+        "--slo-ms",
+        "tts_slo_ms",
+        f"p95 time-to-first-audio-byte objective in ms. Default: {DEFAULT_SLO_MS:g}.",
+        positive_float,
+        None,
+        "MS",
+    ),
+    OptionSpec(
+        "--ladder",
+        "tts_ladder",
+        "Measure exactly these concurrency rungs (the source's ladder is 1,5,10,20,30,40,50,60). "
+        "Default: none (adaptive search: N=1, then around the predicted SLO crossing, ending "
+        "on N pass / N+1 fail).",
+        ladder,
+        None,
+        "N,N,...",
+    ),
+    OptionSpec(
+        "--max-concurrency",
+        "tts_max_concurrency",
+        "Highest concurrency the adaptive search may try; reaching it gives a lower bound. "
+        "Default: 256 (about what one client process holds within 5 ms).",
+        positive_int,
+        None,
+        "N",
+    ),
+    OptionSpec(
+        "--hold-s",
+        "tts_hold_s",
+        "Seconds each rung is held. Default: 240 (local: 25).",
+        positive_float,
+        None,
+        "S",
+    ),
+    OptionSpec(
+        "--measure-s",
+        "tts_measure_s",
+        "Seconds at the end of each hold that are measured. Default: 60 (local: 15).",
+        positive_float,
+        None,
+        "S",
+    ),
+    OptionSpec(
+        "--gap-s",
+        "tts_gap_s",
+        "Idle seconds between rungs. Default: 30 (local: 2).",
+        non_negative_float,
+        None,
+        "S",
+    ),
+    OptionSpec(
+        "--runs",
+        "tts_runs",
+        "Repeat the whole ladder this many times; Q_max is the lowest. Default: 1.",
+        positive_int,
+        1,
+        "N",
+    ),
+    OptionSpec(
+        "--min-qmax",
+        "tts_min_qmax",
+        "Fail the qmax scenario when Q_max is below N. Default: no gate.",
+        positive_int,
+        None,
+        "N",
+    ),
+    OptionSpec(
+        "--dry-run",
+        "tts_dry_run",
+        "Print the schedule and its wall-clock estimate; send nothing. Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--artifacts-dir",
+        "tts_artifacts_dir",
+        "Where artifacts are written and read. Default: reports.",
+        Path,
+        Path("reports"),
+        "DIR",
+    ),
+    OptionSpec(
+        "--allow-config-mismatch",
+        "tts_allow_config_mismatch",
+        "Accept artifacts measured "
+        "on another configuration (a warning instead of a refusal). Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--allow-shallow-queue",
+        "tts_allow_shallow_queue",
+        "Measure even when the endpoint's QUEUE_MAX_DEPTH is below the top rung. Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--force",
+        "tts_force",
+        "Take over an endpoint another run holds frozen (its lock, or a snapshot it left); the "
+        "restore then puts back what that run found. Default: off (refuse, naming the run).",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--export-csv",
+        "tts_export_csv",
+        "Also write each artifact's rungs and per-request records (ttotal: stages; plan: "
+        "findings) as CSV into DIR, as `tts-bench export` does. Default: none.",
+        Path,
+        None,
+        "DIR",
+    ),
+    OptionSpec(
+        "--qmax-artifact",
+        "tts_qmax_artifact",
+        "qmax artifact for ttotal and plan. Default: none.",
+        Path,
+        None,
+        "FILE",
+    ),
+    OptionSpec(
+        "--ttotal-artifact",
+        "tts_ttotal_artifact",
+        "ttotal artifact for plan. Default: none.",
+        Path,
+        None,
+        "FILE",
+    ),
+    OptionSpec(
+        "--plan-artifact",
+        "tts_plan_artifact",
+        "plan artifact for validate. Default: none.",
+        Path,
+        None,
+        "FILE",
+    ),
+    OptionSpec(
+        "--surge-ratio",
+        "tts_surge_ratio",
+        "Growth the fleet absorbs within one T_total, "
+        f"in [1, 1.5). Default: {DEFAULT_SURGE_RATIO}.",
+        surge_ratio,
+        DEFAULT_SURGE_RATIO,
+        "S",
+    ),
+    OptionSpec(
+        "--peak-rps",
+        "tts_peak_rps",
+        "Peak requests per second the fleet must serve. Default: none.",
+        positive_float,
+        None,
+        "RPS",
+    ),
+    OptionSpec(
+        "--trough-rps",
+        "tts_trough_rps",
+        "Quietest requests per second. Default: 0.",
+        non_negative_float,
+        0.0,
+        "RPS",
+    ),
+    OptionSpec(
+        "--min-floor", "tts_min_floor", "Smallest fleet allowed. Default: 1.", positive_int, 1, "N"
+    ),
+    OptionSpec(
+        "--baseline",
+        "tts_baseline",
+        "Committed qmax artifact to hold this run against: fail when Q_max drops or p95 TTFAB "
+        "at a common rung rises beyond the noise of the two runs. Default: none.",
+        Path,
+        None,
+        "FILE",
+    ),
+    OptionSpec(
+        "--regression-tolerance",
+        "tts_regression_tolerance",
+        "Factor on the rise of p95 TTFAB allowed against --baseline: the noise of the two "
+        "runs' p95 confidence intervals (or 5 percent / 5 ms, if more) times this; 0 fails on "
+        "any rise, 2 suits shared CI runners. Default: 1.",
+        non_negative_float,
+        1.0,
+        "F",
+    ),
+)
+
+
+def add_to_argparse(parser: argparse.ArgumentParser | Any, specs: tuple[OptionSpec, ...]) -> None:
+    for spec in specs:
+        parser.add_argument(spec.flag, **spec.kwargs())
+
+
+def specs_named(*flags: str) -> tuple[OptionSpec, ...]:
+    by_flag = {spec.flag: spec for spec in OPTION_SPECS}
+    return tuple(by_flag[flag] for flag in flags)

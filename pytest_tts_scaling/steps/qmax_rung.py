@@ -1,0 +1,202 @@
+"""One qmax rung: held at N, extended while its evidence is thin, judged, its records kept.
+
+A rung's window grows while it has too few completions for a p95 or its p95 interval contains
+the SLO (:func:`extension_rule`); while it runs, a live line says how it is going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from pytest_tts_scaling.artifacts import append_jsonl
+from pytest_tts_scaling.core.records import RequestRecord, RequestSpec
+from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.search import Step
+from pytest_tts_scaling.core.stats import time_weighted_in_flight
+from pytest_tts_scaling.core.timeline import from_epoch_ns, iso
+from pytest_tts_scaling.core.verdicts import RungInputs, goodput_ttfab_ms, judge, straddles_slo
+from pytest_tts_scaling.endpoints.base import Endpoint
+from pytest_tts_scaling.load.engine import RungRun, run_rung, stall_bound_s
+from pytest_tts_scaling.load.health import learn_admission_bound
+from pytest_tts_scaling.load.host import load_average
+from pytest_tts_scaling.load.monitor import client_lag_bound_ms
+from pytest_tts_scaling.load.workload import Workload
+from pytest_tts_scaling.options import ResolvedOptions
+
+# A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
+MAX_EXTENSIONS = 2
+# A p95 of fewer completed requests is little more than their largest: a rung short of this many is
+# held up to MAX_SAMPLE_EXTENSIONS extra windows to reach it, and flagged `few_samples` if not.
+MIN_COMPLETIONS = 20
+MAX_SAMPLE_EXTENSIONS = 4
+# The longest a rung can be held: hold plus this many measure windows.
+MOST_EXTENSIONS = max(MAX_EXTENSIONS, MAX_SAMPLE_EXTENSIONS)
+# While a rung runs, a progress line this often (and one when its measure window opens).
+PROGRESS_EVERY_S = 10.0
+
+Progress = Callable[[str], None]
+
+
+def iso_ns(epoch_ns: int) -> str:
+    return iso(from_epoch_ns(epoch_ns))
+
+
+def measure_rung(
+    endpoint: Endpoint,
+    settings: ResolvedOptions,
+    workload: Workload,
+    step: Step,
+    records_path: Path,
+    inputs_path: Path,
+    *,
+    progress: Progress,
+    eta_s: Callable[[float], float],
+) -> tuple[Rung, RungRun]:
+    """The judged rung and what the engine heard during it; progress lines while it runs."""
+    concurrency = step.concurrency
+    before = endpoint.instance_count()
+    inputs: list[dict[str, object]] = []
+
+    def make_request(worker: int, seq: int) -> RequestSpec:
+        spec = workload.request(concurrency, worker, seq)
+        inputs.append(spec.input_row(rung=concurrency, worker=worker, seq=seq))
+        return spec
+
+    heard: list[RequestRecord] = []
+
+    async def report_progress() -> None:
+        started = time.perf_counter_ns()
+        warmup_s = settings.hold_s - settings.measure_s
+        window_start_ns = started + int(warmup_s * 1e9)
+        for at in sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)}):
+            await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
+            elapsed = (time.perf_counter_ns() - started) / 1e9
+            left = max(0.001, settings.hold_s - elapsed)
+            progress(live_line(step, settings, heard, window_start_ns, elapsed, eta_s(left)))
+
+    async def measure() -> RungRun:
+        async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
+            ticker = asyncio.create_task(report_progress())
+            try:
+                return await run_rung(
+                    transport,
+                    make_request,
+                    concurrency=concurrency,
+                    hold_s=settings.hold_s,
+                    measure_s=settings.measure_s,
+                    should_extend=extension_rule(settings.slo_ms),
+                    max_extensions=MOST_EXTENSIONS,
+                    stall_s=stall_bound_s(settings.slo_ms),
+                    on_record=heard.append,
+                )
+            finally:
+                ticker.cancel()
+
+    result = asyncio.run(measure())
+    after = endpoint.instance_count()
+    learn_admission_bound(endpoint, result.records, f"at N={concurrency}")
+    lag_bound = client_lag_bound_ms(settings.slo_ms)
+    append_jsonl(records_path, [_record_row(r, result) for r in result.records])
+    append_jsonl(inputs_path, inputs)
+    mean, peak = time_weighted_in_flight(
+        [(r.start_ns, r.end_ns) for r in result.records],
+        result.window_start_ns,
+        result.window_end_ns,
+    )
+    rung = judge(
+        RungInputs(
+            concurrency=concurrency,
+            window=started_in_window(result),
+            measure_s=result.measure_s,
+            concurrency_mean=mean,
+            concurrency_max=peak,
+            instance_count_changed=before != after,
+            instance_count=after,
+            window_start=iso_ns(result.window_start_ns + result.epoch_offset_ns),
+            window_end=iso_ns(result.window_end_ns + result.epoch_offset_ns),
+            client_lag_p99_ms=result.client.worst_lag_p99_ms,
+            client_lag_bound_ms=lag_bound,
+        ),
+        settings.slo_ms,
+    )
+    client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
+    update = {
+        "extensions": result.extensions,
+        "client": client,
+        "few_samples": rung.completed < MIN_COMPLETIONS,
+        "load_avg_1m": load_average(),
+    }
+    return rung.model_copy(update=update), result
+
+
+def extension_rule(slo_ms: float) -> Callable[[list[RequestRecord]], bool]:
+    """Whether a rung's window needs one more measure window, given the extensions so far.
+
+    Too few completions for a p95 (MIN_COMPLETIONS) earn up to MAX_SAMPLE_EXTENSIONS more
+    windows, so a slow or busy endpoint is judged on enough requests rather than on one; a p95
+    interval that contains the SLO earns up to MAX_EXTENSIONS.
+    """
+    granted = 0
+
+    def should_extend(window: list[RequestRecord]) -> bool:
+        nonlocal granted
+        completed = sum(1 for r in window if r.status == "ok")
+        wanted = (completed < MIN_COMPLETIONS and granted < MAX_SAMPLE_EXTENSIONS) or (
+            granted < MAX_EXTENSIONS and straddles_slo(window, slo_ms)
+        )
+        granted += wanted
+        return wanted
+
+    return should_extend
+
+
+def started_in_window(result: RungRun) -> list[RequestRecord]:
+    """Goodput: every request that started in the measure window counts, however it ended."""
+    return [r for r in result.records if in_window(r, result)]
+
+
+def in_window(record: RequestRecord, result: RungRun) -> bool:
+    return result.window_start_ns <= record.start_ns < result.window_end_ns
+
+
+def _record_row(record: RequestRecord, result: RungRun) -> dict[str, object]:
+    row = record.to_json()
+    row["in_window"] = in_window(record, result)
+    return row
+
+
+def _every(period_s: float, until_s: float) -> list[float]:
+    return [period_s * k for k in range(1, int(until_s // period_s) + 1)]
+
+
+def live_line(
+    step: Step,
+    settings: ResolvedOptions,
+    heard: list[RequestRecord],
+    window_start_ns: int,
+    elapsed_s: float,
+    eta_s: float,
+) -> str:
+    """One rung in progress: N, phase, p95 so far against the SLO, and the whole run's ETA."""
+    warmup_s = settings.hold_s - settings.measure_s
+    in_window = [r for r in heard if r.start_ns >= window_start_ns]
+    if elapsed_s < warmup_s - 0.05:
+        phase = f"warm-up {elapsed_s:.0f}/{warmup_s:g} s"
+    else:
+        phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{settings.measure_s:g} s"
+    seen, where = (in_window, "in the window") if in_window else (heard, "in the warm-up")
+    goodput = goodput_ttfab_ms(seen, settings.slo_ms)
+    p95 = f"{float(np.percentile(goodput, 95)):.0f} ms {where}" if goodput else "n/a"
+    return (
+        f"qmax N={step.concurrency} {step.phase}: {phase}, p95 TTFAB so far {p95} "
+        f"(SLO {settings.slo_ms:g} ms), {len(heard)} done; run ETA {mmss(eta_s)}"
+    )
+
+
+def mmss(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"

@@ -1,0 +1,153 @@
+"""What a qmax run says: its verdict, what makes it less trustworthy, its schedule and progress.
+
+Words only: each function reads an artifact, a rung or the settings and returns lines, so the
+command, the scenario and the summary say the same thing.
+"""
+
+from __future__ import annotations
+
+from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
+from pytest_tts_scaling.core.search import schedule_estimate_s, worst_case_rungs
+from pytest_tts_scaling.core.verdicts import MAX_MEASUREMENTS
+from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
+
+
+def client_saturation_lines(rungs: list[Rung]) -> list[str]:
+    """Where the client could not keep time, and up to which N it could (issue 12)."""
+    saturated = [r for r in rungs if r.unusable_reason == "client_saturated" and r.client]
+    if not saturated:
+        return []
+    first = min(saturated, key=lambda r: r.concurrency)
+    client = first.client
+    assert client is not None
+    kept = f"N={client.kept_time_up_to}" if client.kept_time_up_to else "no rung"
+    return [
+        f"qmax: the load client could not keep time at N={first.concurrency} (event-loop lag "
+        f"p99 {client.worst_lag_p99_ms or 0:.0f} ms > {client.lag_bound_ms or 0:.0f} ms, CPU "
+        f"{(client.cpu_share or 0) * 100:.0f}%); it kept time up to {kept}: measure higher "
+        "concurrency from more client processes"
+    ]
+
+
+def trust_lines(a: QmaxArtifact) -> list[str]:
+    """What makes the numbers less trustworthy than they look: a busy host, thin rungs, a fall."""
+    lines: list[str] = []
+    host = a.host
+    loads = [r.load_avg_1m for r in a.rungs if r.load_avg_1m is not None]
+    if host is not None and loads and max(loads) > host.cpu_count:
+        shared = "shared by the server and the client" if host.cores_shared else "split"
+        lines.append(
+            f"qmax: the host was busy: load average up to {max(loads):.1f} on {host.cpu_count} "
+            f"cores ({shared}); the curve measures this machine's contention too"
+        )
+    thin = sorted({r.concurrency for r in a.rungs if r.usable and r.few_samples})
+    if thin:
+        lines.append(
+            f"qmax: N={', '.join(map(str, thin))} judged on fewer than {MIN_COMPLETIONS} "
+            "completed requests, even after extending the window: their p95 is little more "
+            "than their slowest request (use a longer --measure-s)"
+        )
+    if a.non_monotonic:
+        lines.append(
+            f"qmax: p95 TTFAB fell at N={', '.join(map(str, a.non_monotonic))} below a lower "
+            "rung's, beyond both intervals: the host or the endpoint changed during the run; "
+            "re-run it on a quiet machine"
+        )
+    return lines
+
+
+def verdict_words(a: QmaxArtifact) -> str:
+    """What the run found, in words that cannot contradict each other."""
+    failing = [r for r in a.rungs if r.usable and not r.meets_slo]
+    if a.q_max is None:
+        if failing and all(r.fail_reason == "errors" for r in failing):
+            kinds = sorted({k for r in failing for k in r.errors_by_kind})
+            return f"no rung met the SLO: requests ended without audio ({', '.join(kinds)})"
+        if not any(r.usable for r in a.rungs):
+            return "no rung could be judged (every rung unusable)"
+        return "no rung met the SLO"
+    if a.q_max_bracketed:
+        above = min(
+            (r for r in failing if r.concurrency > (a.q_max or 0)), key=lambda r: r.concurrency
+        )
+        why = fail_words(above, a.slo_ms)
+        return f"Q_max {a.q_max} (bracketed: N={above.concurrency} failed, {why})"
+    return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
+
+
+def fail_words(rung: Rung, slo_ms: float) -> str:
+    if rung.fail_reason == "errors":
+        share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
+        kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
+        return f"{share:.1f}% of requests without audio: {kinds}"
+    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
+    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"
+
+
+def describe_schedule(settings: ResolvedOptions) -> list[str]:
+    """The --dry-run output: what would run and for how long, worst case included."""
+    run = settings.run
+    head = (
+        f"qmax dry run: {run.kind} endpoint {run.endpoint or run.endpoint_url or '(local default)'}"
+        f", transport {run.transport}, SLO p95 TTFAB <= {settings.slo_ms:g} ms"
+    )
+    timing = (
+        f"hold {settings.hold_s:g} s (last {settings.measure_s:g} s measured), gap "
+        f"{settings.gap_s:g} s, runs {run.runs}"
+    )
+    longest_rung_s = settings.hold_s + MOST_EXTENSIONS * settings.measure_s
+    if settings.ladder is None:
+        rungs = worst_case_rungs(settings.max_concurrency)
+        worst = rungs * MAX_MEASUREMENTS
+        worst_s = run.runs * (worst * longest_rung_s + (worst - 1) * settings.gap_s)
+        typical_s = run.runs * schedule_estimate_s((1, 2, 3, 4, 5), settings.hold_s, settings.gap_s)
+        return [
+            head,
+            f"adaptive search up to N={settings.max_concurrency}: {timing}",
+            "  rung 1: N=1; then the predicted SLO crossing and its neighbours, ending on "
+            "N pass / N+1 fail",
+            f"estimate: about {typical_s / 60:.1f} min (4-6 rungs); worst case "
+            f"{worst_s / 60:.1f} min: {rungs} concurrencies, each measured up to "
+            f"{MAX_MEASUREMENTS} times (again when unusable, re-tested when a failure is "
+            f"doubtful) and held up to {MOST_EXTENSIONS} extra measure windows",
+        ]
+    ladder = settings.ladder
+    estimate = schedule_estimate_s(ladder, settings.hold_s, settings.gap_s)
+    lines = [head, f"ladder {','.join(map(str, ladder))}: {timing}"]
+    elapsed = 0.0
+    for index, concurrency in enumerate(ladder):
+        if index:
+            elapsed += settings.gap_s
+        window_start = elapsed + settings.hold_s - settings.measure_s
+        lines.append(
+            f"  rung {index + 1}: N={concurrency:<4} starts at +{elapsed:7.0f} s, measured "
+            f"+{window_start:.0f}..+{elapsed + settings.hold_s:.0f} s"
+        )
+        elapsed += settings.hold_s
+    lines.append(
+        f"estimate: {run.runs * estimate / 60:.1f} min if every rung is climbed, plus up to "
+        f"{MOST_EXTENSIONS} extra measure windows per inconclusive or sparse rung and bisection "
+        "rungs after the first failure; the ladder stops after two failing rungs"
+    )
+    return lines
+
+
+def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) -> str:
+    p95 = rung.goodput_ttfab_p95_ms if rung.goodput_ttfab_p95_ms is not None else rung.ttfab_ms.p95
+    verdict = (
+        f"unusable ({rung.unusable_reason})"
+        if not rung.usable
+        else "pass"
+        if rung.meets_slo
+        else f"FAIL ({rung.fail_reason})"
+    )
+    p95_text = "n/a" if p95 is None else f"{p95:.0f} ms"
+    errors = f", {rung.failed} without audio" if rung.failed else ""
+    again = f", measurement {rung.remeasured + 1}" if rung.remeasured else ""
+    return (
+        f"qmax N={rung.concurrency:<4} {rung.phase:<9} p95 TTFAB {p95_text} (SLO {slo_ms:g} ms) "
+        f"{verdict}; {rung.completed} done{errors}, {rung.throughput_rps:.1f} rps, in-flight "
+        f"{rung.concurrency_mean:.1f}{again}; elapsed {mmss(elapsed_s)}, about {mmss(left_s)} "
+        "left"
+    )
