@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tts_scaling.core.records import RequestRecord, Status
+from pytest_tts_scaling.core.records import RequestRecord, RequestStatus
 from pytest_tts_scaling.core.schema import Interval, Rung
 from pytest_tts_scaling.core.search import next_step
 from pytest_tts_scaling.core.verdicts import (
@@ -21,7 +21,7 @@ from tests.factories import make_rung
 
 
 def record(
-    i: int, ttfab: float | None = 100.0, status: Status = "ok", error_code: str | None = None
+    i: int, ttfab: float | None = 100.0, status: RequestStatus = "ok", error_code: str | None = None
 ) -> RequestRecord:
     return RequestRecord(
         request_id=str(i),

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from pytest_tts_scaling.core.records import REJECTION_CODES, RequestSpec, Status, StreamTimer
+from pytest_tts_scaling.core.records import REJECTION_CODES, RequestSpec, RequestStatus, StreamTimer
 from pytest_tts_scaling.load.transports import (
     INVOCATION_LIMIT_S,
     Session,
@@ -182,7 +182,7 @@ def botocore_failure_code(exc: Exception, timer: StreamTimer) -> str:
     return type(exc).__name__
 
 
-def classify_client_error(exc: Any) -> tuple[Status, str, int | None]:
+def classify_client_error(exc: Any) -> tuple[RequestStatus, str, int | None]:
     """Status, error code and HTTP status of a failed invocation or a failed stream.
 
     ModelError carries the container's own answer (OriginalStatusCode, OriginalMessage): a 503
@@ -201,5 +201,5 @@ def classify_client_error(exc: Any) -> tuple[Status, str, int | None]:
         status, container_code = error_outcome(int(original), message.encode())
         return status, container_code, int(original)
     http_status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    status_kind: Status = "rejected" if http_status in REJECTION_CODES else "error"
+    status_kind: RequestStatus = "rejected" if http_status in REJECTION_CODES else "error"
     return status_kind, code, http_status

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pytest_tts_scaling.core.decoding import DecodeError, Decoder, RawAudioDecoder, ResponseFormat
 from pytest_tts_scaling.core.stats import underrun_s
 
-Status = Literal["ok", "rejected", "error", "timeout"]
+RequestStatus = Literal["ok", "rejected", "error", "timeout"]
 REJECTION_CODES = frozenset({408, 429, 503})
 
 
@@ -97,7 +97,7 @@ class StreamTimer:
     audio_bytes: int = 0
     chunks: list[tuple[int, int]] = field(default_factory=list)
     http_status: int | None = None
-    status: Status = "error"
+    status: RequestStatus = "error"
     error_code: str | None = None
     target: str | None = None
     # The admission bound a 503 answer's body named (`max_queue_depth`), if it named one.
@@ -123,7 +123,7 @@ class StreamTimer:
         now = self.last_activity_ns = self.clock_ns() if at_ns is None else at_ns
         self._arrived(now, self.decoder.feed(data))
 
-    def finished(self, status: Status, error_code: str | None = None) -> None:
+    def finished(self, status: RequestStatus, error_code: str | None = None) -> None:
         """Call once when the exchange ends.
 
         An answer that ends well but carried no payload, or decodes badly, is an error.
@@ -177,7 +177,7 @@ class RequestRecord:
     worker: int
     start_ns: int
     end_ns: int
-    status: Status
+    status: RequestStatus
     error_code: str | None
     http_status: int | None
     ttfab_ms: float | None

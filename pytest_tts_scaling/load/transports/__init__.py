@@ -12,7 +12,7 @@ import json
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from pytest_tts_scaling.core.records import REJECTION_CODES, RequestSpec, Status, StreamTimer
+from pytest_tts_scaling.core.records import REJECTION_CODES, RequestSpec, RequestStatus, StreamTimer
 
 # SageMaker ends an invocation after 60 s; no request is given longer anywhere.
 INVOCATION_LIMIT_S = 60.0
@@ -43,13 +43,13 @@ class Transport(abc.ABC):
         """One worker's connection, opened before its first request."""
 
 
-def error_outcome(http_status: int, body: bytes) -> tuple[Status, str]:
+def error_outcome(http_status: int, body: bytes) -> tuple[RequestStatus, str]:
     """Classify a non-200 answer: rejections (503/429/408) apart from errors.
 
     The code is `http_<status>`, followed by the JSON body's own code where it has one
     (`http_503:queue_saturated`).
     """
-    status: Status = "rejected" if http_status in REJECTION_CODES else "error"
+    status: RequestStatus = "rejected" if http_status in REJECTION_CODES else "error"
     code = f"http_{http_status}"
     parsed = _json_object(body)
     if isinstance(parsed.get("error"), str):
