@@ -1,56 +1,93 @@
-"""Small artifact pieces for unit tests of the pure core: one place to build them."""
+"""Artifact pieces for the tests (Rung, QmaxArtifact, PlanArtifact): one place to build them.
+
+Each factory fills every required field with a plain value and takes any field as a keyword,
+validated by the schema, so a test names only what it is about.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
+from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import summarize
 
+MODEL = "kokoro-82m"
 
-def make_rung(concurrency: int, *, meets_slo: bool = True, ttfab_p95_ms: float = 1.0) -> Rung:
+
+def make_rung(
+    concurrency: int, *, meets_slo: bool = True, ttfab_p95_ms: float = 1.0, **fields: Any
+) -> Rung:
     """A usable rung with one request whose TTFAB and latency are `ttfab_p95_ms`."""
     one = summarize([ttfab_p95_ms])
-    return Rung(
-        concurrency=concurrency,
-        usable=True,
-        unusable_reason=None,
-        meets_slo=meets_slo,
-        completed=1,
-        rejected=0,
-        measure_s=1,
-        throughput_rps=1,
-        concurrency_mean=concurrency,
-        ttfab_ms=one,
-        latency_ms=one,
-    )
+    values: dict[str, Any] = {
+        "concurrency": concurrency,
+        "usable": True,
+        "unusable_reason": None,
+        "meets_slo": meets_slo,
+        "completed": 1,
+        "rejected": 0,
+        "measure_s": 1,
+        "throughput_rps": 1,
+        "concurrency_mean": concurrency,
+        "ttfab_ms": one,
+        "latency_ms": one,
+    }
+    return Rung.model_validate({**values, **fields})
 
 
 def make_qmax(rungs: Sequence[Rung] = (), q_max: int | None = None, **fields: Any) -> QmaxArtifact:
     """A qmax artifact of a local run with these rungs; `fields` replace any top-level field."""
-    made = QmaxArtifact.model_validate(
-        {
-            "model": "kokoro-82m",
-            "endpoint": "local",
-            "transport": "response-stream",
-            "slug": "local-12345678",
-            "deployed_config": {"instance_type": "local", "image_digest": "sha256:1234"},
-            "slo_ms": 3000,
-            "q_max": q_max,
-            "q_max_bracketed": q_max is not None,
-            "s_mean_s": None,
-            "s_p95_s": None,
-            "ttfab_p95_at_c1_ms": None,
-            "frozen": True,
-            "unbounded_queue": True,
-            "rungs": list(rungs),
-            "provenance": {
-                "origin": "test",
-                "run_id": "r",
-                "measured_at": "2026-01-01T00:00:00Z",
-                "tool_version": "0",
-            },
-        }
-    )
-    return made.model_copy(update=fields)
+    values: dict[str, Any] = {
+        "model": MODEL,
+        "endpoint": "local",
+        "transport": "response-stream",
+        "slug": "local-12345678",
+        "deployed_config": {"instance_type": "local", "image_digest": "sha256:1234"},
+        "slo_ms": 3000,
+        "q_max": q_max,
+        "q_max_bracketed": q_max is not None,
+        "s_mean_s": None,
+        "s_p95_s": None,
+        "ttfab_p95_at_c1_ms": None,
+        "frozen": True,
+        "unbounded_queue": True,
+        "rungs": list(rungs),
+        "provenance": {
+            "origin": "test",
+            "run_id": "r",
+            "measured_at": "2026-01-01T00:00:00Z",
+            "tool_version": "0",
+        },
+    }
+    return QmaxArtifact.model_validate({**values, **fields})
+
+
+def make_plan(**fields: Any) -> PlanArtifact:
+    """The source's worked example (SPEC §4) with a warn verdict, as `tts-bench plan` writes it."""
+    values: dict[str, Any] = {
+        "model": MODEL,
+        "slug": "g5xlarge-8b1b96bc",
+        "inputs": {"slo_ms": 3000, "surge_ratio": 1.25, "peak_rps": 5000, "trough_rps": 10},
+        "c_scale_max": 37.5,
+        "c_scale_min": 25.0,
+        "cw_units_ratio": 1.0,
+        "scaling_target_value": 37.5,
+        "scale_in_threshold": 25.0,
+        "w_max_s": 2.934,
+        "queue_max_depth": 50,
+        "scale_out_cooldown_s": 30,
+        "scale_in_cooldown_s": 960,
+        "min_instances": 1,
+        "max_instances": 29,
+        "min_safe_instances": 3,
+        "per_instance_rps_at_c_scale_max": 172.4,
+        "first_chunk_alarm_ms": 65.0,
+        "findings": [
+            Finding(name="surge_survival", verdict="warn", detail="97.4%", recommendation="-"),
+            Finding(name="scale_in_safety", verdict="warn", detail="floor 1", recommendation="3"),
+        ],
+        "verdict": "warn",
+        "config_block": f'"{MODEL}": ModelEndpointConfig(...)',
+    }
+    return PlanArtifact.model_validate({**values, **fields})

@@ -21,6 +21,7 @@ from pytest_tts_scaling.core.search import (
 )
 from pytest_tts_scaling.core.stats import summarize
 from pytest_tts_scaling.core.verdicts import select_qmax
+from tests.factories import make_rung
 
 Curve = Callable[[int], tuple[float, float, float]]  # N -> (p95 ms, throughput rps, latency ms)
 
@@ -50,17 +51,13 @@ def batching(fixed_ms: float, per_request_ms: float) -> Curve:
 def measured(n: int, curve: Curve, slo_ms: float) -> Rung:
     p95, rps, latency = curve(n)
     passes = p95 <= slo_ms
-    return Rung(
-        concurrency=n,
-        usable=True,
-        unusable_reason=None,
+    return make_rung(
+        n,
         meets_slo=passes,
+        ttfab_p95_ms=p95,
         completed=100,
-        rejected=0,
         measure_s=10,
         throughput_rps=rps,
-        concurrency_mean=n,
-        ttfab_ms=summarize([p95]),
         latency_ms=summarize([latency]),
         ttfab_p95_ci_ms=Interval(low=p95 * 0.98, high=p95 * 1.02),
         goodput_ttfab_p95_ms=p95,

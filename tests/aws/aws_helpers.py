@@ -14,6 +14,7 @@ import boto3
 
 from pytest_tts_scaling.aws.clients import Clock
 from pytest_tts_scaling.core.schema import PlanArtifact
+from tests import factories
 
 ROLE = "arn:aws:iam::123456789012:role/speech-execution"
 DIGEST = "sha256:8b1b96bc" + "0" * 56
@@ -358,27 +359,14 @@ def record_operations(*clients: Any) -> list[str]:
 
 
 def make_plan(**overrides: Any) -> PlanArtifact:
+    """The worked example's plan for a 4-instance g4dn fleet on moto, with an ok verdict."""
     values: dict[str, Any] = {
-        "model": "kokoro-82m",
         "slug": "g4dnxlarge-8b1b96bc",
         "inputs": {},
-        "c_scale_max": 37.5,
-        "c_scale_min": 25.0,
-        "cw_units_ratio": 1.0,
-        "scaling_target_value": 37.5,
-        "scale_in_threshold": 25.0,
-        "w_max_s": 2.934,
-        "queue_max_depth": 50,
-        "scale_out_cooldown_s": 30,
-        "scale_in_cooldown_s": 960,
-        "min_instances": 1,
         "max_instances": 4,
-        "min_safe_instances": 3,
         "per_instance_rps_at_c_scale_max": 20.0,
-        "first_chunk_alarm_ms": 65.0,
         "findings": [],
         "verdict": "ok",
         "config_block": "ModelEndpointConfig(...)",
     }
-    values.update(overrides)
-    return PlanArtifact(**values)
+    return factories.make_plan(**{**values, **overrides})

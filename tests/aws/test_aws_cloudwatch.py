@@ -11,6 +11,7 @@ from pytest_tts_scaling.aws.cloudwatch import MAX_LAG_S, annotate_rungs, period_
 from pytest_tts_scaling.core.schema import Rung, Summary
 from pytest_tts_scaling.core.timeline import parse_iso as parse_time
 from tests.aws.aws_helpers import FakeClock, put_concurrency, unique
+from tests.factories import make_rung
 
 EMPTY = Summary(
     count=0, mean=None, min=None, max=None, std=None, p50=None, p90=None, p95=None, p99=None
@@ -18,15 +19,10 @@ EMPTY = Summary(
 
 
 def rung(concurrency: int, mean: float, start: datetime | None, end: datetime | None) -> Rung:
-    return Rung(
-        concurrency=concurrency,
-        usable=True,
-        unusable_reason=None,
-        meets_slo=True,
+    return make_rung(
+        concurrency,
         completed=10,
-        rejected=0,
         measure_s=60.0,
-        throughput_rps=1.0,
         concurrency_mean=mean,
         ttfab_ms=EMPTY,
         latency_ms=EMPTY,

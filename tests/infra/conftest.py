@@ -17,7 +17,8 @@ import pytest
 from speech_infra.registry import REGISTRY
 
 from pytest_tts_scaling.core.schema import Finding
-from tests.infra.infra_helpers import MODEL, Synth, SynthFactory, make_plan, synthesize, write_plan
+from tests.factories import make_plan
+from tests.infra.infra_helpers import MODEL, Synth, SynthFactory, synthesize, write_plan
 
 
 @pytest.fixture(scope="session")

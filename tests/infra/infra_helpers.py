@@ -25,7 +25,7 @@ from speech_infra.registry import ModelEndpointConfig
 from speech_infra.speech_app import SpeechStacks, add_speech_stacks
 
 from pytest_tts_scaling.artifacts import save
-from pytest_tts_scaling.core.schema import Finding, PlanArtifact, plan_filename
+from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -36,37 +36,6 @@ IMAGE_URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com/speech-tts:test"
 def cli_context() -> dict[str, Any]:
     """The context `cdk` passes from infra/cdk.json."""
     return dict(json.loads((INFRA / "cdk.json").read_text())["context"])
-
-
-def make_plan(**overrides: Any) -> PlanArtifact:
-    """The source's worked example (SPEC §4) with a warn verdict, as `tts-bench plan` writes it."""
-    values: dict[str, Any] = {
-        "model": MODEL,
-        "slug": "g5xlarge-8b1b96bc",
-        "inputs": {"slo_ms": 3000, "surge_ratio": 1.25, "peak_rps": 5000, "trough_rps": 10},
-        "c_scale_max": 37.5,
-        "c_scale_min": 25.0,
-        "cw_units_ratio": 1.0,
-        "scaling_target_value": 37.5,
-        "scale_in_threshold": 25.0,
-        "w_max_s": 2.934,
-        "queue_max_depth": 50,
-        "scale_out_cooldown_s": 30,
-        "scale_in_cooldown_s": 960,
-        "min_instances": 1,
-        "max_instances": 29,
-        "min_safe_instances": 3,
-        "per_instance_rps_at_c_scale_max": 172.4,
-        "first_chunk_alarm_ms": 65.0,
-        "findings": [
-            Finding(name="surge_survival", verdict="warn", detail="97.4%", recommendation="-"),
-            Finding(name="scale_in_safety", verdict="warn", detail="floor 1", recommendation="3"),
-        ],
-        "verdict": "warn",
-        "config_block": '"kokoro-82m": ModelEndpointConfig(...)',
-    }
-    values.update(overrides)
-    return PlanArtifact(**values)
 
 
 def write_plan(directory: Path, plan: PlanArtifact) -> Path:

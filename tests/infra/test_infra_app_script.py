@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.infra.infra_helpers import IMAGE_URI, INFRA, MODEL, make_plan, write_plan
+from tests.factories import make_plan
+from tests.infra.infra_helpers import IMAGE_URI, INFRA, MODEL, write_plan
 
 
 @dataclass

@@ -13,7 +13,8 @@ from speech_infra.registry import REGISTRY
 
 from pytest_tts_scaling.core.schema import Finding
 from pytest_tts_scaling.errors import ArtifactError
-from tests.infra.infra_helpers import MODEL, make_plan, write_plan
+from tests.factories import make_plan
+from tests.infra.infra_helpers import MODEL, write_plan
 
 KOKORO = REGISTRY[MODEL]
 
