@@ -186,7 +186,7 @@ def test_lookback_window_decides_inert(
 ) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from aws_helpers import put_concurrency
+    from tests.aws.aws_helpers import put_concurrency
 
     d = deploy(unique(), metric_data=False)
     put_concurrency(d.endpoint, d.variant, [(datetime.now(UTC) - timedelta(hours=3), 4.0)])

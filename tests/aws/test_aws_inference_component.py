@@ -694,7 +694,7 @@ def test_validate_reads_the_components_scaling(stubs: Stubs) -> None:
 
 
 def test_join_reads_concurrent_requests_per_copy(aws_env: dict[str, str]) -> None:
-    from aws_helpers import put_concurrency
+    from tests.aws.aws_helpers import put_concurrency
 
     name = unique("ic")
     now = datetime.now(UTC).replace(microsecond=0)
