@@ -37,8 +37,6 @@ from pytest_tts_scaling.aws.freeze import (
 from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, run_validate
 from pytest_tts_scaling.cli import main
 from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
-from pytest_tts_scaling.core.schema import Rung
-from pytest_tts_scaling.core.stats import summarize
 from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import RunOptions
@@ -49,6 +47,7 @@ from tests.aws.eventstream_server import (
     event_stream_server,
     payload_part,
 )
+from tests.factories import make_rung
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EP = "speech-ic"
@@ -702,19 +701,11 @@ def test_join_reads_concurrent_requests_per_copy(aws_env: dict[str, str]) -> Non
     for offset in range(0, 60, 10):
         put_per_copy(name, 6.0, start + timedelta(seconds=offset))
     put_concurrency(EP, "AllTraffic", [(start + timedelta(seconds=20), 40.0)])  # not the copy's
-    summary = summarize([50.0])
-    rung = Rung(
-        concurrency=5,
-        usable=True,
-        unusable_reason=None,
-        meets_slo=True,
+    rung = make_rung(
+        5,
+        ttfab_p95_ms=50.0,
         completed=10,
-        rejected=0,
         measure_s=60,
-        throughput_rps=1,
-        concurrency_mean=5.0,
-        ttfab_ms=summary,
-        latency_ms=summary,
         window_start=start.isoformat(),
         window_end=end.isoformat(),
     )

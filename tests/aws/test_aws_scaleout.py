@@ -54,7 +54,6 @@ from pytest_tts_scaling.core.schema import (
     TtotalArtifact,
     ttotal_filename,
 )
-from pytest_tts_scaling.core.stats import summarize
 from pytest_tts_scaling.core.timeline import Event, assemble
 from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint, open_sagemaker_endpoint
 from pytest_tts_scaling.errors import InputError, MismatchError
@@ -74,6 +73,7 @@ from tests.aws.eventstream_server import (
     event_stream_server,
     payload_part,
 )
+from tests.factories import make_qmax, make_rung
 
 SLUG = "g4dnxlarge-8b1b96bc"
 PCM = b"\x01\x00" * 480
@@ -216,36 +216,22 @@ def qmax_artifact(*, slug: str = SLUG, transport: str = "response-stream") -> Qm
     """Rungs 1 and 2 measured: the probe runs at 2, recovery is judged against rung 1's p95."""
 
     def rung(concurrency: int, p95_ms: float) -> Rung:
-        summary = summarize([p95_ms])
-        return Rung(
-            concurrency=concurrency,
-            usable=True,
-            unusable_reason=None,
-            meets_slo=True,
-            completed=100,
-            rejected=0,
-            measure_s=60,
-            throughput_rps=10,
-            concurrency_mean=concurrency,
-            ttfab_ms=summary,
-            latency_ms=summary,
+        return make_rung(
+            concurrency, ttfab_p95_ms=p95_ms, completed=100, measure_s=60, throughput_rps=10
         )
 
-    return QmaxArtifact(
-        model="kokoro-82m",
+    return make_qmax(
+        [rung(1, 80.0), rung(2, 150.0)],
+        q_max=2,
         endpoint="speech-x",
-        transport=transport,  # type: ignore[arg-type]
+        transport=transport,
         slug=slug,
         deployed_config=DeployedConfig(instance_type="ml.g4dn.xlarge", image_digest="sha256:8b"),
-        slo_ms=3000,
-        q_max=2,
         q_max_bracketed=False,
         s_mean_s=0.06,
         s_p95_s=0.07,
         ttfab_p95_at_c1_ms=80.0,
-        frozen=True,
         unbounded_queue=False,
-        rungs=[rung(1, 80.0), rung(2, 150.0)],
         provenance=Provenance(
             origin="sagemaker:speech-x",
             run_id="qmax-run-1",
