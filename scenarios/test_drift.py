@@ -19,29 +19,15 @@ pytestmark = pytest.mark.drift
 
 @pytest.fixture(scope="module")
 def drift_report(tts_options: RunOptions, tts_summary: list[str]) -> DriftReport:
-    from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.drift import run_drift
-    from pytest_tts_scaling.commands.drift import plan_for
     from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.steps.drift import run_drift_step
 
-    if tts_options.endpoint is None:
-        pytest.fail(
-            "drift checks a deployed SageMaker endpoint: pass --endpoint NAME", pytrace=False
-        )
     try:
-        report = run_drift(
-            AwsClients(),
-            tts_options.endpoint,
-            artifacts_dir=tts_options.artifacts_dir,
-            plan=plan_for(tts_options, required=False),
-            component=tts_options.inference_component,
-        )
+        report = run_drift_step(tts_options)
     except InputError as exc:
-        pytest.fail(f"drift could not read {tts_options.endpoint}: {exc}", pytrace=False)
+        pytest.fail(str(exc), pytrace=False)
     tts_summary.extend(f"drift {finding.line()}" for finding in report.warnings)
-    tts_summary.append(
-        "preflight-ok" if report.ok else f"drift: {len(report.errors)} error(s): preflight failed"
-    )
+    tts_summary.append(report.lines()[-1])
     return report
 
 

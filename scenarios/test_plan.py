@@ -20,39 +20,16 @@ pytestmark = pytest.mark.plan
 def test_plan_has_no_stop_findings(
     tts_options: RunOptions, tts_report: ReportExtras, tts_summary: list[str]
 ) -> None:
-    from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
-    from pytest_tts_scaling.core.plan import compute_plan, inputs_from_options
-    from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, plan_filename
     from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.steps.plan import run_plan
 
-    missing = [
-        flag
-        for flag, path in (
-            ("--qmax-artifact FILE", tts_options.qmax_artifact),
-            ("--ttotal-artifact FILE", tts_options.ttotal_artifact),
-        )
-        if path is None
-    ]
-    if missing:
-        pytest.fail(
-            f"plan needs {' and '.join(missing)}: the artifacts of `pytest -m qmax` and "
-            "`pytest -m ttotal` (see --artifacts-dir, default reports/)",
-            pytrace=False,
-        )
-    assert tts_options.qmax_artifact is not None
-    assert tts_options.ttotal_artifact is not None
     try:
-        outcome = compute_plan(
-            load(tts_options.qmax_artifact, QmaxArtifact),
-            load(tts_options.ttotal_artifact, TtotalArtifact),
-            inputs_from_options(tts_options),
-        )
+        result = run_plan(tts_options)
     except InputError as exc:
-        pytest.fail(f"plan refused its inputs: {exc}", pytrace=False)
-    plan = outcome.artifact
-    path = tts_options.artifacts_dir / plan_filename(plan.model)
-    tts_summary.extend(f"plan: {line}" for line in kept_lines(save_keeping(plan, path)))
-    tts_report.artifact(plan, path, outcome)
+        pytest.fail(str(exc), pytrace=False)
+    plan, path = result.plan, result.path
+    tts_summary.extend(f"plan: {line}" for line in result.kept)
+    tts_report.artifact(plan, path, result.outcome)
     tts_report.html(render("plan.html.j2", plan=plan), name="plan findings and ModelEndpointConfig")
     tts_summary.append(
         f"plan {plan.verdict}: target {plan.scaling_target_value:g}, scale-in "
@@ -65,7 +42,6 @@ def test_plan_has_no_stop_findings(
         for f in plan.findings
         if f.verdict != "ok"
     )
-    stops = [f for f in plan.findings if f.verdict == "stop"]
-    assert not stops, "plan verdict stop: " + "; ".join(
-        f"{f.name}: {f.detail} Recommendation: {f.recommendation}" for f in stops
+    assert not result.stops, "plan verdict stop: " + "; ".join(
+        f"{f.name}: {f.detail} Recommendation: {f.recommendation}" for f in result.stops
     )

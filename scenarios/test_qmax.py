@@ -61,12 +61,12 @@ def test_qmax_bracketed(tts_ladder: LadderResult, tts_options: RunOptions) -> No
 
 
 def test_qmax_at_least_minimum(tts_ladder: LadderResult, tts_options: RunOptions) -> None:
+    from pytest_tts_scaling.steps.baseline import below_minimum
+
     if tts_options.min_qmax is None:
         pytest.skip("no --min-qmax gate given")
-    q_max = tts_ladder.artifact.q_max or 0
-    assert q_max >= tts_options.min_qmax, (
-        f"Q_max {q_max} is below --min-qmax {tts_options.min_qmax}"
-    )
+    floor = below_minimum(tts_ladder.artifact, tts_options)
+    assert floor is None, floor
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -79,21 +79,13 @@ def qmax_baseline(
     another model, transport, SLO or fingerprint, fails the qmax tests before anything is
     measured.
     """
-    from pytest_tts_scaling.commands.qmax import load_baseline
-    from pytest_tts_scaling.core.compare import check_identity
     from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.steps.baseline import check_endpoint, load_baseline
 
     try:
         baseline = load_baseline(tts_settings)
         if baseline is not None and not tts_settings.run.dry_run:
-            endpoint = request.getfixturevalue("tts_endpoint")
-            check_identity(
-                baseline,
-                slug=endpoint.slug,
-                allow_mismatch=tts_settings.run.allow_config_mismatch,
-                baseline_name=f"baseline {tts_settings.run.baseline}",
-                new_name=f"endpoint {endpoint.name}",
-            )
+            check_endpoint(baseline, tts_settings.run, request.getfixturevalue("tts_endpoint"))
         return baseline
     except InputError as exc:
         raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
@@ -106,21 +98,14 @@ def test_qmax_no_regression_against_baseline(
     tts_report: ReportExtras,
     tts_summary: list[str],
 ) -> None:
-    from pytest_tts_scaling.core.compare import compare_qmax
     from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.steps.baseline import compare_with_baseline
 
     if qmax_baseline is None:
         pytest.skip("no --baseline given")
     artifact = tts_ladder.artifact
     try:
-        comparison = compare_qmax(
-            qmax_baseline,
-            artifact,
-            tolerance=tts_options.regression_tolerance,
-            allow_config_mismatch=tts_options.allow_config_mismatch,
-            baseline_name=f"baseline {tts_options.baseline}",
-            new_name=str(tts_ladder.path),
-        )
+        comparison = compare_with_baseline(qmax_baseline, tts_ladder, tts_options)
     except InputError as exc:
         raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
     tts_report.svg(ladder_svg(artifact, baseline=qmax_baseline), name="ladder against the baseline")

@@ -18,26 +18,15 @@ pytestmark = pytest.mark.validate
 
 
 @pytest.fixture(scope="module")
-def validate_checks(tts_options: RunOptions) -> dict[str, FieldCheck]:
-    from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.validate import run_validate
-    from pytest_tts_scaling.commands.drift import plan_for
+def validate_checks(tts_options: RunOptions, tts_summary: list[str]) -> dict[str, FieldCheck]:
     from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.steps.validate import run_validate_step, verdict_line
 
-    if tts_options.endpoint is None:
-        pytest.fail(
-            "validate checks a deployed SageMaker endpoint: pass --endpoint NAME and "
-            "--plan-artifact FILE",
-            pytrace=False,
-        )
     try:
-        plan = plan_for(tts_options, required=True)
-        assert plan is not None
-        checks = run_validate(
-            AwsClients(), tts_options.endpoint, plan, component=tts_options.inference_component
-        )
+        checks = run_validate_step(tts_options)
     except InputError as exc:
-        pytest.fail(f"validate: {exc}", pytrace=False)
+        pytest.fail(str(exc), pytrace=False)
+    tts_summary.append(verdict_line(checks))
     return {check.field: check for check in checks}
 
 

@@ -258,3 +258,19 @@ def test_boundaries_the_container_ships_alone_and_infra_reads_through_the_schema
     allowed = {f"pytest_tts_scaling.{name}" for name in ("schema", "artifacts", "errors")}
     used = {i for imports in infra.values() for i in imports if i.startswith("pytest_tts_scaling")}
     assert used - allowed == set()
+
+
+def test_pytest_adapters_never_import_the_command_line() -> None:
+    """Scenarios and fixtures run steps/ directly: a rule reached through commands/ is a copy."""
+    root = PACKAGE.parent
+    adapters = {path: "scenarios" for path in sorted((root / "scenarios").glob("*.py"))}
+    adapters[PACKAGE / "fixtures.py"] = "pytest_tts_scaling"
+    crossing = {
+        str(path.relative_to(root)): sorted(
+            i
+            for i in imports_in(path.read_text(encoding="utf-8"), package)
+            if i == "pytest_tts_scaling.commands" or i.startswith("pytest_tts_scaling.commands.")
+        )
+        for path, package in adapters.items()
+    }
+    assert {name: found for name, found in crossing.items() if found} == {}

@@ -91,7 +91,7 @@ def test_a_stop_plan_exits_1_and_is_still_written(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--ttotal", TTOTAL, *SOURCE_ARGS], "--qmax FILE is required"),
+        (["--ttotal", TTOTAL, *SOURCE_ARGS], "plan needs --qmax-artifact FILE (tts-bench: --qmax)"),
         (["--qmax", QMAX, "--ttotal", TTOTAL], "--peak-rps is required"),
         (["--qmax", QMAX, "--ttotal", QMAX, *SOURCE_ARGS], "field 'schema'"),
         (["--qmax", DATA / "missing.json", "--ttotal", TTOTAL, *SOURCE_ARGS], "no such artifact"),

@@ -7,10 +7,9 @@ included), 1 on any error, 2 on bad input.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import dataclasses
 from typing import Any
 
-from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
 
@@ -55,33 +54,18 @@ def add_option(parser: Any, flag: str, *aliases: str, help: str) -> None:
     parser.add_argument(*aliases, spec.flag, **kwargs)
 
 
-def endpoint_for(options: RunOptions) -> str:
-    """`--endpoint`, else the name infra gives the model's endpoint: `speech-{model}`."""
-    return options.endpoint or f"speech-{options.model}"
+def with_default_endpoint(options: RunOptions) -> RunOptions:
+    """`--endpoint`, else the name infra gives the model's endpoint: `speech-{model}`.
 
-
-def plan_for(options: RunOptions, *, required: bool) -> PlanArtifact | None:
-    """`--plan-artifact`, else `plan-{model}.json` in the artifacts directory when it exists."""
-    from pytest_tts_scaling.artifacts import load
-
-    path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
-    if options.plan_artifact is None and not path.exists() and not required:
-        return None
-    return load(path, PlanArtifact)
+    The command line's default only: under pytest no --endpoint means the local endpoint.
+    """
+    return dataclasses.replace(options, endpoint=options.endpoint or f"speech-{options.model}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.drift import run_drift
+    from pytest_tts_scaling.steps.drift import run_drift_step
 
-    options = RunOptions.from_namespace(vars(args))
-    report = run_drift(
-        AwsClients(),
-        endpoint_for(options),
-        artifacts_dir=options.artifacts_dir,
-        plan=plan_for(options, required=False),
-        component=options.inference_component,
-    )
+    report = run_drift_step(with_default_endpoint(RunOptions.from_namespace(vars(args))))
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1

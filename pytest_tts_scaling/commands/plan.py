@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.steps.plan import ARTIFACT_FLAGS
 
-# Under pytest these are --qmax-artifact / --ttotal-artifact; the same dests, shorter flags here.
-ARTIFACT_FLAGS = {"--qmax-artifact": "--qmax", "--ttotal-artifact": "--ttotal"}
 FLAGS = (
     "--peak-rps",
     "--trough-rps",
@@ -44,33 +42,19 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
-    from pytest_tts_scaling.core.plan import compute_plan, inputs_from_options, report_lines
-    from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, plan_filename
-    from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.core.plan import report_lines
+    from pytest_tts_scaling.steps.plan import run_plan
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
-    options = RunOptions.from_namespace(values)
-    for path, flag in ((options.qmax_artifact, "--qmax"), (options.ttotal_artifact, "--ttotal")):
-        if path is None:
-            raise InputError(f"{flag} FILE is required: the {flag[2:]} artifact to plan from")
-    assert options.qmax_artifact is not None
-    assert options.ttotal_artifact is not None
-    qmax = load(options.qmax_artifact, QmaxArtifact)
-    ttotal = load(options.ttotal_artifact, TtotalArtifact)
-    outcome = compute_plan(qmax, ttotal, inputs_from_options(options))
-    plan = outcome.artifact
-    path = Path(options.artifacts_dir) / plan_filename(plan.model)
-    kept = kept_lines(save_keeping(plan, path))
-    for line in report_lines(plan):
+    result = run_plan(RunOptions.from_namespace(values))
+    for line in report_lines(result.plan):
         print(line)
-    for line in kept:
+    for line in result.kept:
         print(f"plan: {line}")
-    print(f"plan written to {path}")
+    print(f"plan written to {result.path}")
     print("paste into infra/speech_infra/registry.py REGISTRY:")
-    print(plan.config_block)
-    if plan.verdict == "stop":
-        stops = ", ".join(f.name for f in plan.findings if f.verdict == "stop")
-        print(f"plan: FAIL: verdict stop ({stops})")
+    print(result.plan.config_block)
+    if result.stops:
+        print(f"plan: FAIL: verdict stop ({', '.join(f.name for f in result.stops)})")
         return 1
     return 0

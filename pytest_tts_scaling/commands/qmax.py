@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-
-if TYPE_CHECKING:
-    from pytest_tts_scaling.core.schema import QmaxArtifact
+from pytest_tts_scaling.options import RunOptions
 
 FLAGS = (
     "--endpoint",
@@ -51,8 +48,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.core.compare import check_identity, compare_qmax
     from pytest_tts_scaling.endpoints.factory import open_endpoint
+    from pytest_tts_scaling.steps.baseline import (
+        below_minimum,
+        check_endpoint,
+        compare_with_baseline,
+        load_baseline,
+    )
     from pytest_tts_scaling.steps.qmax import run_ladder
     from pytest_tts_scaling.steps.qmax_words import describe_schedule
 
@@ -65,62 +67,21 @@ def run(args: argparse.Namespace) -> int:
         return 0
     with open_endpoint(settings.run, log=print) as endpoint:
         if baseline is not None:
-            # Before freezing and measuring: the fingerprint is known once the endpoint is open.
-            check_identity(
-                baseline,
-                slug=endpoint.slug,
-                allow_mismatch=settings.run.allow_config_mismatch,
-                baseline_name=f"baseline {settings.run.baseline}",
-                new_name=f"endpoint {endpoint.name}",
-            )
+            check_endpoint(baseline, settings.run, endpoint)
         with endpoint.frozen() as frozen:
             result = run_ladder(frozen, settings, progress=lambda line: print(line, flush=True))
     for line in result.summary_lines():
         print(line)
     regressed = False
     if baseline is not None:
-        comparison = compare_qmax(
-            baseline,
-            result.artifact,
-            tolerance=settings.run.regression_tolerance,
-            allow_config_mismatch=settings.run.allow_config_mismatch,
-            baseline_name=f"baseline {settings.run.baseline}",
-            new_name=str(result.path),
-        )
+        comparison = compare_with_baseline(baseline, result, settings.run)
         for line in comparison.lines():
             print(line)
         regressed = not comparison.ok
-    q_max = result.artifact.q_max
-    if q_max is None:
+    if result.artifact.q_max is None:
         print("qmax: FAIL: no rung met the SLO")
         return 1
-    if settings.run.min_qmax is not None and q_max < settings.run.min_qmax:
-        print(f"qmax: FAIL: Q_max {q_max} is below --min-qmax {settings.run.min_qmax}")
+    if (floor := below_minimum(result.artifact, settings.run)) is not None:
+        print(f"qmax: FAIL: {floor}")
         return 1
     return 1 if regressed else 0
-
-
-def load_baseline(settings: ResolvedOptions) -> QmaxArtifact | None:
-    """The --baseline artifact, refused early when its model, transport or SLO is not this run's.
-
-    Read before the ladder starts: the new artifact may be written over the same file. The slug
-    is checked once the endpoint is open; the whole identity again by :func:`compare_qmax`.
-    """
-    from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.core.compare import check_identity
-    from pytest_tts_scaling.core.schema import QmaxArtifact
-
-    run = settings.run
-    if run.baseline is None:
-        return None
-    baseline = load(run.baseline, QmaxArtifact)
-    check_identity(
-        baseline,
-        model=run.model,
-        transport=run.transport,
-        slo_ms=settings.slo_ms,
-        allow_mismatch=run.allow_config_mismatch,
-        baseline_name=f"baseline {run.baseline}",
-        new_name="this run",
-    )
-    return baseline

@@ -53,18 +53,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.freeze import thaw
+    from pytest_tts_scaling.steps.thaw import run_thaw_step
 
-    options = RunOptions.from_namespace(vars(args))
-    assert options.endpoint is not None
-    thaw(
-        AwsClients(),
-        options.endpoint,
-        artifacts_dir=options.artifacts_dir,
-        log=print,
-        component=options.inference_component,
-        force=options.force,
-    )
-    print(f"thawed {options.endpoint}")
+    endpoint = run_thaw_step(RunOptions.from_namespace(vars(args)), log=print)
+    print(f"thawed {endpoint}")
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_tts_scaling.commands.drift import ENDPOINT_HELP, add_option, endpoint_for, plan_for
+from pytest_tts_scaling.commands.drift import ENDPOINT_HELP, add_option, with_default_endpoint
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
 
@@ -44,20 +44,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.validate import run_validate
+    from pytest_tts_scaling.steps.validate import run_validate_step, verdict_line
 
-    options = RunOptions.from_namespace(vars(args))
-    plan = plan_for(options, required=True)
-    assert plan is not None
-    checks = run_validate(
-        AwsClients(), endpoint_for(options), plan, component=options.inference_component
-    )
+    checks = run_validate_step(with_default_endpoint(RunOptions.from_namespace(vars(args))))
     for check in checks:
         print(check.line())
-    failed = [c for c in checks if not c.ok]
-    if failed:
-        print(f"validate-failed: {len(failed)} of {len(checks)} field(s) differ from the plan")
-        return 1
-    print(f"validate-ok: {len(checks)} fields match the plan")
-    return 0
+    print(verdict_line(checks))
+    return 0 if all(c.ok for c in checks) else 1

@@ -1,0 +1,82 @@
+"""What a qmax result is held against: the --baseline artifact and the --min-qmax floor.
+
+`tts-bench qmax --baseline` and `pytest -m qmax --baseline` apply the same gates in the same order:
+the baseline is read and its identity checked before anything is measured (model, transport and
+SLO at once, the fingerprint once the endpoint is open), the comparison is made after the ladder.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.core.comparison import Comparison
+    from pytest_tts_scaling.core.schema import QmaxArtifact
+    from pytest_tts_scaling.endpoints.base import Endpoint
+    from pytest_tts_scaling.options import ResolvedOptions, RunOptions
+    from pytest_tts_scaling.steps.qmax import LadderResult
+
+
+def load_baseline(settings: ResolvedOptions) -> QmaxArtifact | None:
+    """The --baseline artifact, refused early when its model, transport or SLO is not this run's.
+
+    Read before the ladder starts: the new artifact may be written over the same file. The slug
+    is checked by :func:`check_endpoint`; the whole identity again by :func:`compare_with_baseline`.
+    """
+    from pytest_tts_scaling.artifacts import load
+    from pytest_tts_scaling.core.compare import check_identity
+    from pytest_tts_scaling.core.schema import QmaxArtifact
+
+    run = settings.run
+    if run.baseline is None:
+        return None
+    baseline = load(run.baseline, QmaxArtifact)
+    check_identity(
+        baseline,
+        model=run.model,
+        transport=run.transport,
+        slo_ms=settings.slo_ms,
+        allow_mismatch=run.allow_config_mismatch,
+        baseline_name=f"baseline {run.baseline}",
+        new_name="this run",
+    )
+    return baseline
+
+
+def check_endpoint(baseline: QmaxArtifact, run: RunOptions, endpoint: Endpoint) -> None:
+    """Refuse a baseline of another fingerprint before freezing and measuring the endpoint."""
+    from pytest_tts_scaling.core.compare import check_identity
+
+    check_identity(
+        baseline,
+        slug=endpoint.slug,
+        allow_mismatch=run.allow_config_mismatch,
+        baseline_name=f"baseline {run.baseline}",
+        new_name=f"endpoint {endpoint.name}",
+    )
+
+
+def compare_with_baseline(
+    baseline: QmaxArtifact, result: LadderResult, run: RunOptions
+) -> Comparison:
+    """The measured ladder against the baseline, as `tts-bench compare` holds them."""
+    from pytest_tts_scaling.core.compare import compare_qmax
+
+    return compare_qmax(
+        baseline,
+        result.artifact,
+        tolerance=run.regression_tolerance,
+        allow_config_mismatch=run.allow_config_mismatch,
+        baseline_name=f"baseline {run.baseline}",
+        new_name=str(result.path),
+    )
+
+
+def below_minimum(artifact: QmaxArtifact, run: RunOptions) -> str | None:
+    """Why Q_max fails the --min-qmax floor, or None when it meets it (or none was given)."""
+    if run.min_qmax is None:
+        return None
+    q_max = artifact.q_max or 0
+    if q_max >= run.min_qmax:
+        return None
+    return f"Q_max {q_max} is below --min-qmax {run.min_qmax}"

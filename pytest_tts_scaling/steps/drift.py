@@ -1,0 +1,54 @@
+"""The drift step (SPEC §4): read-only preflight of a deployed endpoint, for both front doors.
+
+`tts-bench drift` and `pytest -m drift` call :func:`run_drift_step`; validate and thaw reuse
+:func:`deployed_endpoint` and :func:`plan_for`, so the three name a missing endpoint or plan alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, overload
+
+from pytest_tts_scaling.errors import InputError
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.aws.drift import DriftReport
+    from pytest_tts_scaling.core.schema import PlanArtifact
+    from pytest_tts_scaling.options import RunOptions
+
+
+def deployed_endpoint(options: RunOptions, step: str) -> str:
+    """`--endpoint`: these steps read a SageMaker endpoint; the local default has none."""
+    if options.endpoint is None:
+        raise InputError(f"{step} checks a deployed SageMaker endpoint: pass --endpoint NAME")
+    return options.endpoint
+
+
+@overload
+def plan_for(options: RunOptions, *, required: Literal[True]) -> PlanArtifact: ...
+@overload
+def plan_for(options: RunOptions, *, required: bool) -> PlanArtifact | None: ...
+def plan_for(options: RunOptions, *, required: bool) -> PlanArtifact | None:
+    """`--plan-artifact`, else `plan-{model}.json` in the artifacts directory when it exists."""
+    from pytest_tts_scaling.artifacts import load
+    from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
+
+    path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
+    if options.plan_artifact is None and not path.exists() and not required:
+        return None
+    return load(path, PlanArtifact)
+
+
+def run_drift_step(options: RunOptions) -> DriftReport:
+    """Every drift check of the endpoint, held against the plan when there is one."""
+    from pytest_tts_scaling.aws.clients import AwsClients
+    from pytest_tts_scaling.aws.drift import run_drift
+
+    endpoint = deployed_endpoint(options, "drift")
+    return run_drift(
+        AwsClients(),
+        endpoint,
+        artifacts_dir=options.artifacts_dir,
+        plan=plan_for(options, required=False),
+        component=options.inference_component,
+    )

@@ -1,0 +1,32 @@
+"""The thaw step: restore an endpoint a hard-killed qmax/ttotal run left frozen (SPEC §4).
+
+Only `tts-bench thaw` runs it (a killed pytest run is thawed from the command line); the
+endpoint rule is drift's, so a missing `--endpoint` reads the same in every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pytest_tts_scaling.steps.drift import deployed_endpoint
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.options import RunOptions
+
+
+def run_thaw_step(options: RunOptions, *, log: Callable[[str], None]) -> str:
+    """Thaw the endpoint (or its inference component) the options name; returns its name."""
+    from pytest_tts_scaling.aws.clients import AwsClients
+    from pytest_tts_scaling.aws.freeze import thaw
+
+    endpoint = deployed_endpoint(options, "thaw")
+    thaw(
+        AwsClients(),
+        endpoint,
+        artifacts_dir=options.artifacts_dir,
+        log=log,
+        component=options.inference_component,
+        force=options.force,
+    )
+    return endpoint

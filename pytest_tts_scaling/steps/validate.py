@@ -1,0 +1,32 @@
+"""The validate step (SPEC §4): the deployed scaling configuration against the plan, field by field.
+
+`tts-bench validate` prints every check and exits by :func:`verdict_line`'s verdict;
+`pytest -m validate` makes each check a test case.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_tts_scaling.steps.drift import deployed_endpoint, plan_for
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.aws.validate import FieldCheck
+    from pytest_tts_scaling.options import RunOptions
+
+
+def run_validate_step(options: RunOptions) -> list[FieldCheck]:
+    """Each planned field read back from the endpoint (or its inference component). Read-only."""
+    from pytest_tts_scaling.aws.clients import AwsClients
+    from pytest_tts_scaling.aws.validate import run_validate
+
+    endpoint = deployed_endpoint(options, "validate")
+    plan = plan_for(options, required=True)
+    return run_validate(AwsClients(), endpoint, plan, component=options.inference_component)
+
+
+def verdict_line(checks: list[FieldCheck]) -> str:
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        return f"validate-failed: {len(failed)} of {len(checks)} field(s) differ from the plan"
+    return f"validate-ok: {len(checks)} fields match the plan"
