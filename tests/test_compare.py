@@ -16,13 +16,13 @@ from pytest_tts_scaling.core.comparison import Comparison
 from pytest_tts_scaling.core.schema import (
     DeployedConfig,
     Interval,
-    Provenance,
     QmaxArtifact,
     Rung,
     Summary,
 )
 from pytest_tts_scaling.core.stats import quantile_ci, summarize
 from pytest_tts_scaling.errors import InputError, MismatchError
+from tests.factories import make_qmax, make_rung
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = (
@@ -57,16 +57,14 @@ def rung(
         p95=p95,
         p99=p95 * 1.1,
     )
-    return Rung(
-        concurrency=concurrency,
+    return make_rung(
+        concurrency,
+        meets_slo=usable and p95 <= slo_ms,
         usable=usable,
         unusable_reason=reason,
-        meets_slo=usable and p95 <= slo_ms,
         completed=count,
-        rejected=0,
         measure_s=60.0,
         throughput_rps=count / 60.0,
-        concurrency_mean=float(concurrency),
         ttfab_ms=ttfab,
         latency_ms=ttfab,
         ttfab_p95_ci_ms=None if half is None else Interval(low=p95 - half, high=p95 + half),
@@ -74,26 +72,17 @@ def rung(
 
 
 def artifact(rungs: list[Rung], q_max: int | None, **update: object) -> QmaxArtifact:
-    made = QmaxArtifact(
-        model="kokoro-82m",
-        endpoint="speech-kokoro-82m",
-        transport="response-stream",
-        slug="g5xlarge-8b1b96bc",
-        deployed_config=DeployedConfig(instance_type="ml.g5.xlarge", image_digest="sha256:8b1b"),
-        slo_ms=1000.0,
-        q_max=q_max,
-        q_max_bracketed=True,
-        s_mean_s=0.06,
-        s_p95_s=0.066,
-        ttfab_p95_at_c1_ms=65.0,
-        frozen=True,
-        unbounded_queue=True,
-        rungs=rungs,
-        provenance=Provenance(
-            origin="test", run_id="r", measured_at="2026-01-01T00:00:00Z", tool_version="0"
-        ),
-    )
-    return made.model_copy(update=update)
+    fields: dict[str, object] = {
+        "endpoint": "speech-kokoro-82m",
+        "slug": "g5xlarge-8b1b96bc",
+        "deployed_config": DeployedConfig(instance_type="ml.g5.xlarge", image_digest="sha256:8b1b"),
+        "slo_ms": 1000.0,
+        "q_max_bracketed": True,
+        "s_mean_s": 0.06,
+        "s_p95_s": 0.066,
+        "ttfab_p95_at_c1_ms": 65.0,
+    }
+    return make_qmax(rungs, q_max, **{**fields, **update})
 
 
 def ladder(*p95s: float, half: float = 20.0) -> list[Rung]:
