@@ -218,7 +218,7 @@ def test_imports_in_reads_function_bodies_and_skips_type_checking() -> None:
         "def f():\n    import socket\n    from .core import schema\n    return socket\n"
     )
     found = imports_in(source, "pytest_tts_scaling")
-    assert {"socket", "pytest_tts_scaling", "pytest_tts_scaling.core.schema"} <= found
+    assert {"socket", "pytest_tts_scaling.core", "pytest_tts_scaling.core.schema"} <= found
     assert "pytest_tts_scaling.options" not in found
 
 
@@ -255,7 +255,7 @@ def test_boundaries_the_container_ships_alone_and_infra_reads_through_the_schema
     container = _imports_under(root / "container" / "tts_container", "tts_container")
     assert {n: i for n, i in container.items() if any(x.startswith("pytest_tts") for x in i)} == {}
     infra = _imports_under(root / "infra" / "speech_infra", "speech_infra")
-    allowed = {f"pytest_tts_scaling.{name}" for name in ("schema", "artifacts", "errors")}
+    allowed = {f"pytest_tts_scaling.{name}" for name in ("core.schema", "artifacts", "errors")}
     used = {i for imports in infra.values() for i in imports if i.startswith("pytest_tts_scaling")}
     assert used - allowed == set()
 
