@@ -1,7 +1,7 @@
-"""Artifact pieces for the tests (Rung, QmaxArtifact, PlanArtifact): one place to build them.
+"""What the tests build (RequestRecord, Rung, QmaxArtifact, PlanArtifact): one place to build it.
 
-Each factory fills every required field with a plain value and takes any field as a keyword,
-validated by the schema, so a test names only what it is about.
+Each factory fills every required field with a plain value and takes any field as a keyword
+(the artifacts' validated by the schema), so a test names only what it is about.
 """
 
 from __future__ import annotations
@@ -9,10 +9,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import summarize
 
 MODEL = "kokoro-82m"
+
+
+def make_record(
+    start_ns: int = 0, *, ttfab_ms: float | None = 100.0, **fields: Any
+) -> RequestRecord:
+    """One request of rung 1 that started at `start_ns` and ended 1 ns later, with no audio."""
+    values: dict[str, Any] = {
+        "request_id": str(start_ns),
+        "rung": 1,
+        "worker": 0,
+        "start_ns": start_ns,
+        "end_ns": start_ns + 1,
+        "status": "ok",
+        "error_code": None,
+        "http_status": 200,
+        "ttfab_ms": ttfab_ms,
+        "latency_ms": 1.0,
+        "audio_bytes": 0,
+        "audio_s": 0.0,
+        "underrun_ms": None,
+        "gaps_ms": (),
+        "voice": None,
+        "text_chars": 0,
+        "epoch_start_ns": 0,
+    }
+    return RequestRecord(**{**values, **fields})
 
 
 def make_rung(

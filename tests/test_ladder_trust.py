@@ -20,29 +20,11 @@ from pytest_tts_scaling.steps.qmax_rung import (
     extension_rule,
 )
 from pytest_tts_scaling.steps.qmax_words import trust_lines
-from tests.factories import make_rung
+from tests.factories import make_record, make_rung
 
 
 def ok(i: int, ttfab: float = 100.0) -> RequestRecord:
-    return RequestRecord(
-        request_id=str(i),
-        rung=1,
-        worker=0,
-        start_ns=i,
-        end_ns=i + 1,
-        status="ok",
-        error_code=None,
-        http_status=200,
-        ttfab_ms=ttfab,
-        latency_ms=ttfab,
-        audio_bytes=0,
-        audio_s=0.0,
-        underrun_ms=None,
-        gaps_ms=(),
-        voice=None,
-        text_chars=0,
-        epoch_start_ns=0,
-    )
+    return make_record(i, ttfab_ms=ttfab, latency_ms=ttfab)
 
 
 def test_a_sparse_window_is_extended_a_bounded_number_of_times() -> None:

@@ -16,7 +16,7 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
-from tests.factories import make_qmax, make_rung
+from tests.factories import make_qmax, make_record, make_rung
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -95,25 +95,8 @@ def test_probe_rung_choice() -> None:
 
 
 def probe_record(start_s: float, ttfab_ms: float) -> RequestRecord:
-    start = int(start_s * 1e9)
-    return RequestRecord(
-        request_id="r",
-        rung=2,
-        worker=0,
-        start_ns=start,
-        end_ns=start + 1,
-        status="ok",
-        error_code=None,
-        http_status=200,
-        ttfab_ms=ttfab_ms,
-        latency_ms=1.0,
-        audio_bytes=0,
-        audio_s=0.0,
-        underrun_ms=0.0,
-        gaps_ms=(),
-        voice=None,
-        text_chars=0,
-        epoch_start_ns=0,
+    return make_record(
+        int(start_s * 1e9), ttfab_ms=ttfab_ms, request_id="r", rung=2, underrun_ms=0.0
     )
 
 

@@ -17,22 +17,18 @@ from pytest_tts_scaling.core.verdicts import (
     straddles_slo,
     unusable_reason,
 )
-from tests.factories import make_rung
+from tests.factories import make_record, make_rung
 
 
 def record(
     i: int, ttfab: float | None = 100.0, status: RequestStatus = "ok", error_code: str | None = None
 ) -> RequestRecord:
-    return RequestRecord(
+    return make_record(
+        i * 1_000_000,
+        ttfab_ms=ttfab,
         request_id=str(i),
-        rung=1,
-        worker=0,
-        start_ns=i * 1_000_000,
-        end_ns=i * 1_000_000 + 1,
         status=status,
         error_code=error_code,
-        http_status=200,
-        ttfab_ms=ttfab,
         latency_ms=500.0,
         audio_bytes=48000,
         audio_s=1.0,
@@ -40,7 +36,6 @@ def record(
         gaps_ms=(10.0,),
         voice="af_heart",
         text_chars=10,
-        epoch_start_ns=0,
     )
 
 
