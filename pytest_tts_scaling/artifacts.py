@@ -85,10 +85,14 @@ def _validate(path: Path, raw: dict[str, Any], model: type[M]) -> M:
 
 
 def load(path: Path | str, model: type[M]) -> M:
-    """Read an artifact of the given kind, or raise :class:`ArtifactError` in one line."""
+    """Read an artifact of the given kind, or raise :class:`ArtifactError` in one line.
+
+    The kind is the model's `schema` field default, so a model outside :data:`ARTIFACT_MODELS`
+    (the freeze snapshot) reads the same way.
+    """
     path = Path(path)
     raw = _read_object(path)
-    expected = next(k for k, v in ARTIFACT_MODELS.items() if v is model)
+    expected = model.model_fields["schema_"].default
     if raw.get("schema") != expected:
         raise ArtifactError(
             f"{path}: field 'schema': expected {expected!r}, got {raw.get('schema')!r}"

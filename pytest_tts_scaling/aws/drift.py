@@ -6,18 +6,27 @@ and passes. No error means `preflight-ok`. Only Describe/Get calls are made here
 With an inference component the component's scaling is checked as well: its scalable target
 (`inference-component/NAME`, dimension `sagemaker:inference-component:DesiredCopyCount`), its
 policies (ConcurrentRequestsPerCopy, dimension InferenceComponentName), its status and copies.
+The checks of the scaling itself are in :mod:`pytest_tts_scaling.aws.drift_scaling`; the
+endpoint's status and what a freeze may have left behind (snapshot, lock) are checked here.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
+from pytest_tts_scaling.aws.drift_scaling import (
+    DriftFinding,
+    capacity,
+    component_scaling,
+    inert_policies,
+    insufficient_data,
+    orphaned_policy,
+    suspension,
+)
 from pytest_tts_scaling.aws.fingerprint import (
     ComponentState,
     component_state,
@@ -25,7 +34,8 @@ from pytest_tts_scaling.aws.fingerprint import (
     describe_endpoint,
     variant_states,
 )
-from pytest_tts_scaling.aws.freeze import (
+from pytest_tts_scaling.aws.lock import read_locks
+from pytest_tts_scaling.aws.snapshot import (
     lock_advice,
     lock_of,
     read_snapshot,
@@ -33,11 +43,8 @@ from pytest_tts_scaling.aws.freeze import (
     snapshot_path,
     thaw_command,
 )
-from pytest_tts_scaling.aws.lock import read_locks
 from pytest_tts_scaling.core.schema import PlanArtifact
 from pytest_tts_scaling.errors import ArtifactError
-
-Severity = Literal["error", "warn"]
 
 DRIFT_CHECKS = (
     "endpoint_status",
@@ -53,16 +60,6 @@ DRIFT_CHECKS = (
 )
 # How far back a policy's metric must show a datapoint for the policy to count as alive.
 DEFAULT_LOOKBACK_S = 24 * 3600.0
-
-
-@dataclass(frozen=True)
-class DriftFinding:
-    check: str
-    severity: Severity
-    detail: str
-
-    def line(self) -> str:
-        return f"{self.severity}: {self.check}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -167,11 +164,11 @@ def _findings(
     target_keys = {(t["ResourceId"], t["ScalableDimension"]) for t in targets}
     for policy in policies:
         if (policy["ResourceId"], policy["ScalableDimension"]) not in target_keys:
-            out.append(_orphaned_policy(policy))
+            out.append(orphaned_policy(policy))
 
     live_resources = {t["ResourceId"] for t in live_targets.values()}
     if component:
-        found = _component_scaling(clients, component, copies, plan)
+        found = component_scaling(clients, component, copies, plan)
         out += found.findings
         policies += found.policies
         target_keys |= {(t["ResourceId"], t["ScalableDimension"]) for t in found.targets}
@@ -179,7 +176,7 @@ def _findings(
             live_resources.add(scaling.component_resource_id(component))
         for policy in found.policies:
             if (policy["ResourceId"], policy["ScalableDimension"]) not in target_keys:
-                out.append(_orphaned_policy(policy))
+                out.append(orphaned_policy(policy))
 
     for name, state in variants.items():
         live = live_targets.get(name)
@@ -200,20 +197,12 @@ def _findings(
                 )
             )
             continue
-        out += _suspension(resource, live)
-        out += _capacity(resource, live, state.desired_instance_count, plan)
+        out += suspension(resource, live)
+        out += capacity(resource, live, state.desired_instance_count, plan)
 
-    out += _inert(clients, endpoint, policies, alarms, live_resources, lookback_s)
-    out += _insufficient_data(endpoint, policies, alarms, component)
+    out += inert_policies(clients, endpoint, policies, alarms, live_resources, lookback_s)
+    out += insufficient_data(endpoint, policies, alarms, component)
     return out
-
-
-def _orphaned_policy(policy: dict[str, Any]) -> DriftFinding:
-    return DriftFinding(
-        "orphaned_policy",
-        "error",
-        f"policy {policy['PolicyName']} on {policy['ResourceId']}: no scalable target; delete it",
-    )
 
 
 def _component_status(
@@ -247,49 +236,6 @@ def _component_status(
             )
         )
     return state
-
-
-@dataclass(frozen=True)
-class _ComponentScaling:
-    targets: list[dict[str, Any]]
-    policies: list[dict[str, Any]]
-    live: bool
-    findings: list[DriftFinding]
-
-
-def _component_scaling(
-    clients: AwsClients, component: str, copies: ComponentState | None, plan: PlanArtifact | None
-) -> _ComponentScaling:
-    """Target, policies and findings of the component's own scaling (its copies)."""
-    resource = scaling.component_resource_id(component)
-    targets = scaling.targets_for_resource(clients.autoscaling, resource)
-    policies = scaling.policies_for_resource(clients.autoscaling, resource)
-    findings: list[DriftFinding] = []
-    if copies is None:
-        findings += [
-            DriftFinding(
-                "orphaned_target",
-                "error",
-                f"{t['ResourceId']}: scalable target for an inference component that does not "
-                "exist; deregister it",
-            )
-            for t in targets
-        ]
-        return _ComponentScaling(targets, policies, False, findings)
-    if not targets:
-        findings.append(
-            DriftFinding(
-                "missing_target",
-                "warn",
-                f"{resource}: no scalable target, the component's copies never scale"
-                + (f" (plan asks for {plan.min_instances}..{plan.max_instances})" if plan else ""),
-            )
-        )
-        return _ComponentScaling(targets, policies, False, findings)
-    target = targets[0]
-    findings += _suspension(resource, target)
-    findings += _capacity(resource, target, copies.desired_copy_count, plan, unit="copy count")
-    return _ComponentScaling(targets, policies, True, findings)
 
 
 def _snapshot_findings(
@@ -333,135 +279,3 @@ def _lock_findings(clients: AwsClients, endpoint: str, arn: str) -> list[DriftFi
             )
         )
     return out
-
-
-def _suspension(resource: str, target: dict[str, Any]) -> list[DriftFinding]:
-    state = scaling.suspended_state(target)
-    suspended = [flag for flag, on in state.items() if on]
-    if not suspended:
-        return []
-    severity: Severity = "error" if state["DynamicScalingOutSuspended"] else "warn"
-    return [
-        DriftFinding(
-            "suspended_scaling",
-            severity,
-            f"{resource}: {', '.join(suspended)} = true"
-            + ("; the endpoint cannot scale out" if severity == "error" else ""),
-        )
-    ]
-
-
-def _capacity(
-    resource: str,
-    target: dict[str, Any],
-    desired: int | None,
-    plan: PlanArtifact | None,
-    unit: str = "instance count",
-) -> list[DriftFinding]:
-    out: list[DriftFinding] = []
-    low, high = target["MinCapacity"], target["MaxCapacity"]
-    if desired is not None and not low <= desired <= high:
-        out.append(
-            DriftFinding(
-                "capacity_mismatch",
-                "warn",
-                f"{resource}: desired {unit} {desired} is outside the target's {low}..{high}",
-            )
-        )
-    if plan is not None and (low, high) != (plan.min_instances, plan.max_instances):
-        out.append(
-            DriftFinding(
-                "capacity_mismatch",
-                "warn",
-                f"{resource}: target capacity {low}..{high}, the plan for {plan.model} says "
-                f"{plan.min_instances}..{plan.max_instances}",
-            )
-        )
-    return out
-
-
-def _inert(
-    clients: AwsClients,
-    endpoint: str,
-    policies: list[dict[str, Any]],
-    alarms: list[dict[str, Any]],
-    live_resources: set[str],
-    lookback_s: float,
-) -> list[DriftFinding]:
-    out: list[DriftFinding] = []
-    end = clients.clock.now()
-    start = end - timedelta(seconds=lookback_s)
-    period = max(60, math.ceil(lookback_s / 60) * 60)
-    seen: dict[scaling.MetricRef, bool] = {}
-    for policy in policies:
-        if policy["ResourceId"] not in live_resources:
-            continue  # reported as orphaned
-        variant = scaling.variant_of(policy["ResourceId"], endpoint) or ""
-        metrics = scaling.policy_metrics(policy, alarms, endpoint, variant)
-        if not metrics and policy.get("PolicyType") == "StepScaling":
-            out.append(
-                DriftFinding(
-                    "inert_policy",
-                    "warn",
-                    f"policy {policy['PolicyName']}: no alarm invokes this step-scaling policy",
-                )
-            )
-        for metric in metrics:
-            key = scaling.MetricRef(metric.namespace, metric.name, metric.dimensions, "")
-            if key not in seen:
-                seen[key] = _has_datapoints(clients, metric, start, end, period)
-            if not seen[key]:
-                out.append(
-                    DriftFinding(
-                        "inert_policy",
-                        "warn",
-                        f"{metric.source}: metric {metric.describe()} has no datapoints in "
-                        f"the last {lookback_s / 3600:g} h, so the policy cannot act",
-                    )
-                )
-    return out
-
-
-def _has_datapoints(
-    clients: AwsClients, metric: scaling.MetricRef, start: Any, end: Any, period: int
-) -> bool:
-    response = clients.cloudwatch.get_metric_statistics(
-        Namespace=metric.namespace,
-        MetricName=metric.name,
-        Dimensions=[{"Name": k, "Value": v} for k, v in metric.dimensions],
-        StartTime=start,
-        EndTime=end,
-        Period=period,
-        Statistics=["SampleCount"],
-    )
-    return bool(response.get("Datapoints"))
-
-
-def _insufficient_data(
-    endpoint: str,
-    policies: list[dict[str, Any]],
-    alarms: list[dict[str, Any]],
-    component: str | None = None,
-) -> list[DriftFinding]:
-    related: dict[str, dict[str, Any]] = {}
-    for policy in policies:
-        for alarm in scaling.alarms_for_policy(policy, alarms):
-            related[alarm["AlarmName"]] = alarm
-    for alarm in scaling.alarms_for_endpoint(alarms, endpoint):
-        related[alarm["AlarmName"]] = alarm
-    if component:
-        for alarm in scaling.alarms_for_component(alarms, component):
-            related[alarm["AlarmName"]] = alarm
-    first_chunk = scaling.first_chunk_alarm(alarms, endpoint, component)
-    if first_chunk is not None:
-        related[first_chunk["AlarmName"]] = first_chunk
-    return [
-        DriftFinding(
-            "alarm_insufficient_data",
-            "warn",
-            f"alarm {name} is INSUFFICIENT_DATA: its metric has no recent data"
-            + (f" ({alarm['StateReason']})" if alarm.get("StateReason") else ""),
-        )
-        for name, alarm in sorted(related.items())
-        if alarm.get("StateValue") == "INSUFFICIENT_DATA"
-    ]

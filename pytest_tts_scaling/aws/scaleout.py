@@ -5,47 +5,44 @@ qmax artifact measured, and after the warm-up UpdateEndpointWeightsAndCapacities
 more instance: the clock starts. Each stage is read from its own source and says whether it is a
 point or a bound (the true moment lies at or before it):
 
-- `instance_logging`: firstEventTimestamp of the new instance's log stream `VARIANT/INSTANCE-ID`
-  in `/aws/sagemaker/Endpoints/NAME`, the stream that was not there before; a bound on
-  provisioning + image pull.
-- `container_started` … `ready`: the container's own `TTS_MARKER` lines, read from the head of
-  that stream.
-- `in_service`: DescribeEndpoint's CurrentInstanceCount reaches the new count; the
-  ActivatingTraffic StartTime of VariantStatus when SageMaker shows one, else the poll (a bound).
+- `instance_logging`, the container's markers, `in_service`: see
+  :mod:`pytest_tts_scaling.aws.stages`.
 - `traffic_recovered`: the probe's p95 TTFAB over the window is back within 1.25 × the ladder's
   p95 at the post-scale concurrency.
 
 The policy's detection lag, which a forced scale-out bypasses, is bounded from the deployed
-policy and added: T_total = measured span + lag. Whatever happens, the freeze restores the
-endpoint, from N+1 instances straight back to the N it had.
+policy (:mod:`pytest_tts_scaling.aws.policy_lag`) and added: T_total = measured span + lag.
+Whatever happens, the freeze restores the endpoint, from N+1 instances straight back to the N it
+had.
 
 Two clocks, kept apart: every wait on AWS (scale-out, log delivery) polls with
 the injected :class:`~pytest_tts_scaling.aws.clients.Clock`, so tests drive minutes of
 provisioning without sleeping; the probe's warm-up and recovery window are load held for real
-time, as every rung of the ladder is. The probe runs on its own event loop in a thread, so the
-control plane stays in the main thread, where Ctrl-C and SIGTERM arrive.
+time, as every rung of the ladder is (:mod:`pytest_tts_scaling.aws.probe`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from pytest_tts_scaling.aws import scaling
-from pytest_tts_scaling.aws.clients import Clock, WaitTimeout, aws_errors, error_code
-from pytest_tts_scaling.aws.fingerprint import TERMINAL_STATUSES, describe_endpoint
-from pytest_tts_scaling.aws.freeze import Capacity
-from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.aws.capacity import Capacity
+from pytest_tts_scaling.aws.clients import Clock, WaitTimeout, aws_errors
+from pytest_tts_scaling.aws.policy_lag import read_policy_lag
+from pytest_tts_scaling.aws.probe import Probe
+from pytest_tts_scaling.aws.stages import (
+    InServiceWatch,
+    NewInstanceLog,
+    ScaleOutError,
+    list_streams,
+    log_group,
+)
 from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.core.timeline import (
     CONTAINER_MARKERS,
-    DEFAULT_POLICY_LAG_S,
     Event,
     assemble,
     probe_rung,
@@ -53,12 +50,10 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.load.engine import DRAIN_S, ClosedLoop, MakeRequest
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.endpoints.base import Endpoint
     from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
-    from pytest_tts_scaling.load.transports import Transport
     from pytest_tts_scaling.load.workload import Workload
     from pytest_tts_scaling.options import ResolvedOptions
 
@@ -78,385 +73,8 @@ POLL_S = 5.0
 # CloudWatch Logs delivers a few seconds late: after InService the stream and its markers get
 # this long to arrive before they are reported missing.
 LOG_GRACE_S = 60.0
-# GetLogEvents pages read per poll, so one poll stays bounded on a chatty stream.
-MAX_LOG_PAGES = 20
 # Beyond the recovery window itself, how long the probe may take to recover (real time).
 RECOVERY_GRACE_S = 30.0
-PROBE_START_TIMEOUT_S = 30.0
-# Application Auto Scaling's cooldown for SageMaker when a policy sets none.
-DEFAULT_COOLDOWN_S = 300
-# Target tracking decides on 3 evaluation periods of its metric: 10 s high resolution, else 60 s.
-TRACKING_EVALUATION_PERIODS = 3
-
-
-class ScaleOutError(RuntimeError):
-    """The endpoint could not scale out: it failed, vanished, or the probe died."""
-
-
-def log_group(endpoint: str) -> str:
-    return f"/aws/sagemaker/Endpoints/{endpoint}"
-
-
-def _from_ms(epoch_ms: float) -> datetime:
-    return datetime.fromtimestamp(epoch_ms / 1000.0, tz=UTC)
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-# --- the new instance's log stream -------------------------------------------------------------
-
-
-def list_streams(logs: Any, group: str, prefix: str) -> dict[str, dict[str, Any]]:
-    """The log streams of `group` whose names start with `prefix`; none when there is no group."""
-    from botocore.exceptions import ClientError
-
-    streams: dict[str, dict[str, Any]] = {}
-    try:
-        pages = logs.get_paginator("describe_log_streams").paginate(
-            logGroupName=group, logStreamNamePrefix=prefix
-        )
-        for page in pages:
-            for stream in page.get("logStreams", []):
-                streams[stream["logStreamName"]] = stream
-    except ClientError as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return {}
-        raise
-    return streams
-
-
-def container_markers(messages: Sequence[tuple[float, str]], *, source: str) -> list[Event]:
-    """The container's startup markers among log messages ((timestamp ms, message) pairs).
-
-    Parsed as the local scale timer parses them (`TTS_MARKER {"marker", "at", …}`, the time
-    the container wrote); unknown marker names and malformed lines are skipped.
-    """
-    from pytest_tts_scaling.endpoints.local_scaleout import marker_events
-
-    return [
-        replace(event, source=source)
-        for event in marker_events(list(messages))
-        if event.stage in CONTAINER_MARKERS
-    ]
-
-
-@dataclass
-class NewInstanceLog:
-    """Finds the stream that appears after the scale-out and reads its head for markers."""
-
-    logs: Any
-    group: str
-    variant: str
-    known: frozenset[str]
-    log: Log = lambda line: None
-    stream: str | None = None
-    first_event_at: datetime | None = None
-    markers: list[Event] = field(default_factory=list)
-    _token: str | None = None
-
-    @property
-    def prefix(self) -> str:
-        return f"{self.variant}/"
-
-    @property
-    def complete(self) -> bool:
-        return self.first_event_at is not None and any(m.stage == "ready" for m in self.markers)
-
-    def poll(self) -> None:
-        if self.first_event_at is None:
-            self._find()
-        if self.stream is not None and not self.complete:
-            self._read()
-
-    def _find(self) -> None:
-        new = {
-            name: info
-            for name, info in list_streams(self.logs, self.group, self.prefix).items()
-            if name not in self.known
-        }
-        if not new:
-            return
-        # Two new streams would mean an instance was also replaced: the earliest is ours.
-        name, info = min(
-            new.items(),
-            key=lambda item: (item[1].get("firstEventTimestamp") or float("inf"), item[0]),
-        )
-        if self.stream != name:
-            self.stream = name
-            self.log(f"ttotal: new instance log stream {self.group} {name}")
-            if len(new) > 1:
-                self.log(
-                    f"ttotal: {len(new)} new log streams ({', '.join(sorted(new))}); timing {name}"
-                )
-        first = info.get("firstEventTimestamp")
-        if first is not None:
-            self.first_event_at = _from_ms(first)
-
-    def _read(self) -> None:
-        assert self.stream is not None
-        seen = {m.stage for m in self.markers}
-        for _ in range(MAX_LOG_PAGES):
-            kwargs: dict[str, Any] = {
-                "logGroupName": self.group,
-                "logStreamName": self.stream,
-                "startFromHead": True,
-            }
-            if self._token:
-                kwargs["nextToken"] = self._token
-            page = self.logs.get_log_events(**kwargs)
-            source = f"log marker in {self.group} {self.stream}"
-            for event in container_markers(
-                [(e.get("timestamp", 0), e.get("message", "")) for e in page.get("events", [])],
-                source=source,
-            ):
-                if event.stage not in seen:
-                    seen.add(event.stage)
-                    self.markers.append(event)
-            token = page.get("nextForwardToken")
-            if token is None or token == self._token:
-                return  # the end of what has been delivered so far
-            self._token = token
-            if "ready" in seen:
-                return
-
-    def events(self) -> list[Event]:
-        out = list(self.markers)
-        if self.first_event_at is not None:
-            out.append(
-                Event(
-                    "instance_logging",
-                    self.first_event_at,
-                    f"firstEventTimestamp of log stream {self.group} {self.stream} (a bound on "
-                    "provisioning + image pull)",
-                    bounded=True,
-                )
-            )
-        return out
-
-
-# --- in service ---------------------------------------------------------------------------------
-
-
-@dataclass
-class InServiceWatch:
-    """Polls DescribeEndpoint until the variant's CurrentInstanceCount reaches `count`."""
-
-    sagemaker: Any
-    endpoint: str
-    variant: str
-    count: int
-    since: datetime
-    poll_s: float
-    activating_at: datetime | None = None
-
-    def poll(self, now: Callable[[], datetime]) -> Event | None:
-        """The in_service event once the count is reached; `now` is read after the answer."""
-        description = describe_endpoint(self.sagemaker, self.endpoint)
-        if description is None:
-            raise ScaleOutError(f"endpoint {self.endpoint} disappeared during the scale-out")
-        status = str(description.get("EndpointStatus"))
-        if status in TERMINAL_STATUSES or status == "RollingBack":
-            reason = description.get("FailureReason")
-            raise ScaleOutError(
-                f"endpoint {self.endpoint} is {status} during the scale-out"
-                + (f": {reason}" if reason else "")
-            )
-        variant = next(
-            (
-                v
-                for v in description.get("ProductionVariants", [])
-                if v.get("VariantName") == self.variant
-            ),
-            None,
-        )
-        if variant is None:
-            raise ScaleOutError(f"variant {self.variant} of {self.endpoint} disappeared")
-        for entry in variant.get("VariantStatus") or []:
-            started = entry.get("StartTime")
-            if entry.get("Status") == "ActivatingTraffic" and isinstance(started, datetime):
-                started = _utc(started)
-                if started >= self.since:
-                    self.activating_at = started
-        current = variant.get("CurrentInstanceCount")
-        if current is None or current < self.count:
-            return None
-        if self.activating_at is not None:
-            return Event(
-                "in_service",
-                self.activating_at,
-                "DescribeEndpoint VariantStatus ActivatingTraffic StartTime (CurrentInstanceCount "
-                f"reached {self.count})",
-            )
-        return Event(
-            "in_service",
-            now(),
-            f"DescribeEndpoint CurrentInstanceCount reached {self.count} (polled every "
-            f"{self.poll_s:g} s)",
-            bounded=True,
-        )
-
-
-# --- the policy's detection lag -----------------------------------------------------------------
-
-
-def _cooldown(value: Any) -> tuple[float, str]:
-    if value is None:
-        return float(DEFAULT_COOLDOWN_S), f"{DEFAULT_COOLDOWN_S} s scale-out cooldown (the default)"
-    return float(value), f"{float(value):g} s scale-out cooldown"
-
-
-def _scale_out_alarms(policy: dict[str, Any], alarms: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        a
-        for a in scaling.alarms_for_policy(policy, alarms)
-        if str(a.get("ComparisonOperator", "")).startswith("Greater")
-        and a.get("Period")
-        and a.get("EvaluationPeriods")
-    ]
-
-
-def policy_lag_bound(
-    policies: list[dict[str, Any]], alarms: list[dict[str, Any]], resource: str
-) -> tuple[float, str]:
-    """(seconds, source) the deployed policy takes to ask for capacity: alarm period × evaluation
-    periods + scale-out cooldown. With several scale-out policies the quickest one decides."""
-    candidates: list[tuple[float, str]] = []
-    for policy in policies:
-        name = policy["PolicyName"]
-        kind = policy.get("PolicyType")
-        if kind == "TargetTrackingScaling":
-            config = policy.get("TargetTrackingScalingPolicyConfiguration") or {}
-            cooldown, cooldown_text = _cooldown(config.get("ScaleOutCooldown"))
-            high = _scale_out_alarms(policy, alarms)
-            if high:
-                alarm = min(high, key=lambda a: a["Period"] * a["EvaluationPeriods"])
-                period, periods = float(alarm["Period"]), int(alarm["EvaluationPeriods"])
-                how = f"its alarm {alarm['AlarmName']}"
-            else:
-                metric = (config.get("PredefinedMetricSpecification") or {}).get(
-                    "PredefinedMetricType"
-                ) or "a customized metric"
-                period = 10.0 if metric in scaling.HIGH_RESOLUTION_METRICS else 60.0
-                periods = TRACKING_EVALUATION_PERIODS
-                how = f"target tracking on {metric}"
-        elif kind == "StepScaling":
-            config = policy.get("StepScalingPolicyConfiguration") or {}
-            steps = config.get("StepAdjustments") or []
-            if not any(step.get("ScalingAdjustment", 0) > 0 for step in steps):
-                continue  # a scale-in policy
-            triggers = _scale_out_alarms(policy, alarms) or [
-                a
-                for a in scaling.alarms_for_policy(policy, alarms)
-                if a.get("Period") and a.get("EvaluationPeriods")
-            ]
-            if not triggers:
-                continue  # no alarm invokes it: it never scales out
-            alarm = min(triggers, key=lambda a: a["Period"] * a["EvaluationPeriods"])
-            cooldown, cooldown_text = _cooldown(config.get("Cooldown"))
-            period, periods = float(alarm["Period"]), int(alarm["EvaluationPeriods"])
-            how = f"step scaling on alarm {alarm['AlarmName']}"
-        else:
-            continue
-        lag = period * periods + cooldown
-        candidates.append(
-            (
-                lag,
-                f"policy {name} ({how}): {period:g} s period x {periods} evaluation periods + "
-                f"{cooldown_text}",
-            )
-        )
-    if not candidates:
-        return float(DEFAULT_POLICY_LAG_S), (
-            f"assumed, no scale-out policy deployed on {resource}: 10 s period x 3 evaluation "
-            "periods + 30 s scale-out cooldown"
-        )
-    return min(candidates)
-
-
-def read_policy_lag(clients: Any, scope: scaling.ScalingScope) -> tuple[float, str]:
-    with aws_errors():
-        policies = scaling.policies_for_resource(clients.autoscaling, scope.resource_id)
-        alarms = scaling.all_alarms(clients.cloudwatch)
-    return policy_lag_bound(policies, alarms, scope.resource_id)
-
-
-# --- the probe ----------------------------------------------------------------------------------
-
-
-class Probe:
-    """The closed-loop probe on its own event loop in a background thread."""
-
-    def __init__(self, transport: Transport, make_request: MakeRequest, *, concurrency: int):
-        self.transport = transport
-        self.make_request = make_request
-        self.concurrency = concurrency
-        self.loop: ClosedLoop | None = None
-        self.error: BaseException | None = None
-        self._event_loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._running = threading.Event()
-        self._finished = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ttotal-probe", daemon=True)
-
-    def start(self) -> Probe:
-        self._thread.start()
-        if not self._running.wait(PROBE_START_TIMEOUT_S):
-            raise ScaleOutError(f"the probe did not start within {PROBE_START_TIMEOUT_S:g} s")
-        self.check()
-        return self
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as exc:  # reported to the main thread by check()
-            self.error = exc
-        finally:
-            self._running.set()
-            self._finished.set()
-
-    async def _main(self) -> None:
-        self._event_loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        async with self.transport as transport:
-            loop = ClosedLoop(transport, self.make_request, concurrency=self.concurrency)
-            self.loop = loop.start()
-            self._running.set()
-            try:
-                while not self._stop.is_set():
-                    await loop.wait(0.1)
-            finally:
-                await loop.stop()
-
-    def records(self) -> list[RequestRecord]:
-        return list(self.loop.records) if self.loop is not None else []
-
-    def check(self) -> None:
-        """Raise in the caller's thread when the probe has died."""
-        if self.error is not None:
-            raise ScaleOutError(
-                f"the probe failed: {type(self.error).__name__}: {self.error}"
-            ) from self.error
-
-    def run_for(self, seconds: float) -> None:
-        """Hold the load for `seconds` of real time, returning early only if the probe dies."""
-        if seconds > 0:
-            self._finished.wait(seconds)
-        self.check()
-
-    def stop(self) -> None:
-        """Stop sending; running requests get the load engine's drain time. Idempotent."""
-        if self._thread.ident is None:
-            return  # never started
-        loop, stop = self._event_loop, self._stop
-        if loop is not None and stop is not None and not self._finished.is_set():
-            with contextlib.suppress(RuntimeError):  # the loop has closed meanwhile
-                loop.call_soon_threadsafe(stop.set)
-        self._finished.wait(DRAIN_S + 15)
-
-
-# --- the measurement ----------------------------------------------------------------------------
 
 
 @dataclass

@@ -122,6 +122,11 @@ def suspended_state(target: dict[str, Any]) -> dict[str, bool]:
     return {flag: bool(state.get(flag, False)) for flag in SUSPEND_FLAGS}
 
 
+def flags_text(state: dict[str, bool]) -> str:
+    """A SuspendedState as the log lines print it: every flag, false when left out."""
+    return ", ".join(f"{flag}={str(state.get(flag, False)).lower()}" for flag in SUSPEND_FLAGS)
+
+
 def _paginate(client: Any, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for page in client.get_paginator(operation).paginate(**kwargs):

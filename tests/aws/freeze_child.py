@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.freeze import Terminated, freeze
+from pytest_tts_scaling.aws.freeze import freeze
+from pytest_tts_scaling.aws.signals import Terminated
 from pytest_tts_scaling.errors import InputError
 
 

@@ -10,7 +10,7 @@ from botocore.stub import Stubber
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.drift import DriftReport, run_drift
-from pytest_tts_scaling.aws.freeze import snapshot_path
+from pytest_tts_scaling.aws.snapshot import snapshot_path
 from tests.aws.aws_helpers import deploy, make_plan, record_operations, suspend, unique
 
 

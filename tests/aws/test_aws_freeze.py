@@ -9,17 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_tts_scaling.aws.capacity import RestoreInterrupted
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout
-from pytest_tts_scaling.aws.freeze import (
-    FreezeSnapshot,
-    RestoreInterrupted,
-    Terminated,
-    freeze,
-    read_snapshot,
-    restore,
-    snapshot_path,
-    thaw,
-)
+from pytest_tts_scaling.aws.freeze import freeze, thaw
+from pytest_tts_scaling.aws.restore import restore
+from pytest_tts_scaling.aws.signals import Terminated
+from pytest_tts_scaling.aws.snapshot import FreezeSnapshot, read_snapshot, snapshot_path
 from pytest_tts_scaling.errors import ArtifactError, InputError
 from tests.aws.aws_helpers import (
     FakeClock,
@@ -190,7 +185,7 @@ def _hard_killed(clients: AwsClients, tmp_path: Path, endpoint: str) -> Path:
     """What a SIGKILLed run leaves: the snapshot, a suspended target, one instance."""
     description = clients.sagemaker.describe_endpoint(EndpointName=endpoint)
     from pytest_tts_scaling.artifacts import save
-    from pytest_tts_scaling.aws.freeze import take_snapshot
+    from pytest_tts_scaling.aws.snapshot import take_snapshot
 
     path = snapshot_path(tmp_path, endpoint)
     save(take_snapshot(clients, endpoint, description), path)
@@ -367,7 +362,7 @@ class RolledBackSageMaker(UpdatingSageMaker):
 
 @pytest.mark.parametrize("final", ["UpdateRollbackFailed", "Failed", "OutOfService"])
 def test_a_terminal_status_ends_the_wait_at_once(fake_clock: FakeClock, final: str) -> None:
-    from pytest_tts_scaling.aws.freeze import FreezeError
+    from pytest_tts_scaling.aws.capacity import FreezeError
 
     sagemaker = RolledBackSageMaker(final)
     with pytest.raises(FreezeError, match=f"is {final}: cannot hold its capacity"):

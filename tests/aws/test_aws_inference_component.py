@@ -26,13 +26,12 @@ from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.cloudwatch import annotate_rungs
 from pytest_tts_scaling.aws.drift import run_drift
 from pytest_tts_scaling.aws.fingerprint import read_deployment
-from pytest_tts_scaling.aws.freeze import (
+from pytest_tts_scaling.aws.freeze import freeze, thaw
+from pytest_tts_scaling.aws.snapshot import (
     FreezeSnapshot,
     TargetSnapshot,
-    freeze,
     read_snapshot,
     snapshot_path,
-    thaw,
 )
 from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, run_validate
 from pytest_tts_scaling.cli import main

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.freeze import freeze, snapshot_path, thaw
+from pytest_tts_scaling.aws.freeze import freeze, thaw
 from pytest_tts_scaling.aws.lock import FreezeLock, RestoreValues, read_locks, write_lock
+from pytest_tts_scaling.aws.snapshot import snapshot_path
 from pytest_tts_scaling.errors import InputError
 from tests.aws.aws_helpers import (
     client,

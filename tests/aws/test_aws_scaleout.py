@@ -34,18 +34,17 @@ from botocore.stub import Stubber
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout
-from pytest_tts_scaling.aws.freeze import snapshot_path
-from pytest_tts_scaling.aws.scaleout import (
+from pytest_tts_scaling.aws.policy_lag import policy_lag_bound, read_policy_lag
+from pytest_tts_scaling.aws.scaleout import measure_sagemaker_ttotal
+from pytest_tts_scaling.aws.scaling import ScalingScope
+from pytest_tts_scaling.aws.snapshot import snapshot_path
+from pytest_tts_scaling.aws.stages import (
     InServiceWatch,
     NewInstanceLog,
     ScaleOutError,
     container_markers,
     log_group,
-    measure_sagemaker_ttotal,
-    policy_lag_bound,
-    read_policy_lag,
 )
-from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core.schema import (
     DeployedConfig,
     Provenance,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tts_scaling.aws.freeze import snapshot_path
+from pytest_tts_scaling.aws.snapshot import snapshot_path
 from tests.aws.aws_helpers import (
     deploy,
     desired_count,
