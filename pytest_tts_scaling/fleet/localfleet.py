@@ -52,7 +52,7 @@ class Dispatch:
 
     at_ns: int
     target: str
-    in_flight_before: int
+    in_flight_before: float
     status: str
 
 

@@ -177,41 +177,72 @@ def replay(
     """Run the validate_live traffic against a local fleet scaled by the plan."""
     plan = outcome.artifact
     traffic = traffic_for(outcome, time_scale)
-    times = arrivals.from_rates(traffic.rates, dt_s=traffic.dt_s, arrival="poisson", seed=1)
-    trace, records = workdir / "live-trace.txt", workdir / "live.requests.jsonl"
-    write_atomic(trace, arrivals.format_trace(times))
-    progress(
-        f"validate_live: replaying {len(times)} sends over {traffic.duration_s:.0f} s (the plan's "
-        f"story at 1/{time_scale:g} of its time) on {traffic.initial_instances} local instances"
-    )
-    command = [sys.executable, "-m", "pytest_tts_scaling.cli", "load", "--trace", str(trace)]
-    command += ["--records", str(records), "--max-in-flight", str(MAX_IN_FLIGHT)]
+    options = ["--max-in-flight", str(MAX_IN_FLIGHT)]
     if processes:
-        command += ["--processes", str(processes)]
+        options += ["--processes", str(processes)]
     with LocalFleet(
         traffic.policy,
         instance=lambda: instance(plan.queue_max_depth),
         initial=traffic.initial_instances,
     ) as fleet:
-        done = subprocess.run(
-            [*command, "--endpoint-url", fleet.base_url],
-            capture_output=True,
-            text=True,
-            timeout=LOAD_TIMEOUT_S,
-            check=False,
+        rows, t0, output = load_trace(
+            traffic,
+            workdir,
+            progress,
+            [*options, "--endpoint-url", fleet.base_url],
+            where=f"on {traffic.initial_instances} local instances",
+            timeout_s=LOAD_TIMEOUT_S,
         )
-    if done.returncode != 0:
+    return live_run(outcome, traffic, fleet.log, rows, t0, output)
+
+
+def load_trace(
+    traffic: LiveTraffic,
+    workdir: Path,
+    progress: Progress,
+    load_args: list[str],
+    *,
+    where: str,
+    timeout_s: float,
+) -> tuple[list[dict[str, Any]], int, str]:
+    """Write the traffic as a trace of send times and replay it with `tts-bench load --trace`
+    in its own process; the records, the wall-clock ns of the trace's zero, and the output."""
+    times = arrivals.from_rates(traffic.rates, dt_s=traffic.dt_s, arrival="poisson", seed=1)
+    trace, records = workdir / "live-trace.txt", workdir / "live.requests.jsonl"
+    write_atomic(trace, arrivals.format_trace(times))
+    k = traffic.time_scale
+    pace = f"at 1/{k:g} of its time" if k != 1 else "in its own time"
+    progress(
+        f"validate_live: replaying {len(times)} sends over {traffic.duration_s:.0f} s (the plan's "
+        f"story {pace}) {where}"
+    )
+    command = [sys.executable, "-m", "pytest_tts_scaling.cli", "load", "--trace", str(trace)]
+    command += ["--records", str(records), *load_args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if done.returncode != 0 or not records.exists():
         raise RuntimeError(f"tts-bench load failed:\n{done.stdout}\n{done.stderr[-3000:]}")
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     t0 = min(int(r["due_epoch_ns"]) for r in rows) - round(float(times[0]) * 1e9)
+    return rows, t0, done.stdout
+
+
+def live_run(
+    outcome: PlanOutcome,
+    traffic: LiveTraffic,
+    log: FleetLog,
+    rows: list[dict[str, Any]],
+    t0_ns: int,
+    output: str,
+) -> LiveRun:
+    """What the checks read, with the plan's prediction of this very traffic."""
     slo_ms = outcome.surge.slo_ms
     return LiveRun(
         rows=rows,
-        log=fleet.log,
+        log=log,
         traffic=traffic,
         prediction=predict(traffic, outcome.curve, slo_ms),
-        t0_ns=t0,
+        t0_ns=t0_ns,
         slo_ms=slo_ms,
-        q_max=plan.queue_max_depth,
-        load_output=done.stdout,
+        q_max=outcome.artifact.queue_max_depth,
+        load_output=output,
     )

@@ -1,0 +1,368 @@
+"""validate_live against a deployed endpoint: what the fleet did, read back from AWS.
+
+The local rehearsal logs its own decisions; a deployed fleet's are read, and mapped into the
+same :class:`FleetEvent` and :class:`Dispatch` records, so each check of `fleet/live.py` is one
+code path for both:
+
+- scale-out and scale-in: Application Auto Scaling's scaling activities on the variant's
+  scalable target that started within the run (each sets a new desired count; `out` or `in`
+  against the count before it), at their start, when the policy decided;
+- when the first new instance of a scale-out served: the first DescribeEndpoint poll taken
+  during the run whose CurrentInstanceCount holds it (the variant then routes to it), else the
+  activity's end;
+- the in-flight count before each request: the metric the deployed policy tracks
+  (ConcurrentRequestsPerModel, Maximum, 10 s, the finest SageMaker publishes) over the instance
+  count polled at that time; NaN where CloudWatch has no datapoint, which the rejection check
+  fails on.
+
+Every call goes through an injected client and :class:`Clock`, so tests drive it on moto and a
+botocore Stubber without sleeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_tts_scaling.artifacts import write_atomic
+from pytest_tts_scaling.aws.clients import AwsCallError, AwsClients, Clock, aws_errors
+from pytest_tts_scaling.aws.cloudwatch import MAX_LAG_S, NAMESPACE, PERIOD_S, POLL_S
+from pytest_tts_scaling.aws.fingerprint import describe_endpoint, read_deployment
+from pytest_tts_scaling.aws.scaling import ScalingScope
+from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.fleet.localfleet import Dispatch, FleetEvent, FleetLog
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.core.plan import PlanOutcome
+    from pytest_tts_scaling.fleet.rehearsal import LiveRun
+    from pytest_tts_scaling.options import RunOptions
+
+# DescribeEndpoint every this many seconds while the load runs.
+COUNT_POLL_S = 5.0
+# GetMetricStatistics returns at most 1440 datapoints a call.
+MAX_DATAPOINTS = 1440
+# An activity that did not change capacity (refused, or not done) is no scaling event.
+CHANGED = frozenset({"Successful", "InProgress", "Pending"})
+_COUNT = re.compile(r"count to (\d+)")
+# After the trace's last send: requests still streaming, and the load's own start and stop.
+LOAD_SLACK_S = 600.0
+
+
+def _ns(at: datetime) -> int:
+    return round(at.timestamp() * 1e9)
+
+
+@dataclass(frozen=True)
+class CountSample:
+    """One DescribeEndpoint of the variant: instances serving and wanted, at `at_ns`."""
+
+    at_ns: int
+    current: int | None
+    desired: int | None
+
+
+@dataclass
+class DeployedFleet:
+    """One deployed variant, watched around a load (`with` it): its instance counts polled on
+    a thread; afterwards :meth:`log` reads what its scaling did."""
+
+    clients: AwsClients
+    endpoint: str
+    variant: str
+    poll_s: float = COUNT_POLL_S
+    samples: list[CountSample] = field(default_factory=list)
+    started: datetime | None = None
+    ended: datetime | None = None
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def scope(self) -> ScalingScope:
+        return ScalingScope(self.endpoint, self.variant)
+
+    def sample(self) -> CountSample:
+        with aws_errors():
+            description = describe_endpoint(self.clients.sagemaker, self.endpoint) or {}
+        variants = description.get("ProductionVariants", [])
+        variant: dict[str, Any] = next(
+            (v for v in variants if v.get("VariantName") == self.variant), {}
+        )
+        taken = CountSample(
+            _ns(self.clients.clock.now()),
+            variant.get("CurrentInstanceCount"),
+            variant.get("DesiredInstanceCount"),
+        )
+        self.samples.append(taken)
+        return taken
+
+    def __enter__(self) -> DeployedFleet:
+        self.started = self.clients.clock.now()
+        self.sample()  # the count the run starts from, before any load
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        self.sample()
+        self.ended = self.clients.clock.now()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            with contextlib.suppress(AwsCallError):  # a gap in the counts; the next poll fills it
+                self.sample()
+
+    def log(self, rows: Sequence[dict[str, Any]], progress: Callable[[str], None]) -> FleetLog:
+        """The fleet's events and the load's dispatches, as the local fleet logs them."""
+        if self.started is None or self.ended is None:
+            raise RuntimeError("DeployedFleet.log: the fleet was not watched around a load")
+        clock, scope = self.clients.clock, self.scope
+        activities = scaling_activities(self.clients.autoscaling, scope, self.started, self.ended)
+        points = concurrency_maxima(
+            self.clients.cloudwatch, scope, self.started, self.ended, clock=clock, log=progress
+        )
+        first = self.samples[0].current if self.samples else None
+        return FleetLog(
+            initial=[f"{scope.describe()}#{i}" for i in range(first or 0)],
+            events=fleet_events(activities, self.samples),
+            dispatches=dispatches(rows, points, self.samples, scope.describe()),
+        )
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One scaling activity: when it started and ended, and the desired count it set."""
+
+    start_ns: int
+    end_ns: int | None
+    desired: int
+    status: str
+
+
+def scaling_activities(
+    autoscaling: Any, scope: ScalingScope, start: datetime, end: datetime
+) -> list[Activity]:
+    """The activities on the scope's scalable target that started in [start, end], oldest
+    first. Pages come newest first, so paging stops at the first activity before `start`."""
+    found: list[Activity] = []
+    pages = autoscaling.get_paginator("describe_scaling_activities").paginate(
+        ServiceNamespace="sagemaker",
+        ResourceId=scope.resource_id,
+        ScalableDimension=scope.dimension,
+    )
+    with aws_errors():
+        for page in pages:
+            older = False
+            for item in page.get("ScalingActivities", []):
+                began = item["StartTime"]
+                older = older or began < start
+                count = _COUNT.search(str(item.get("Description", "")))
+                if not start <= began <= end or count is None:
+                    continue
+                if item.get("StatusCode") not in CHANGED:
+                    continue
+                ended = item.get("EndTime")
+                found.append(
+                    Activity(
+                        _ns(began),
+                        None if ended is None else _ns(ended),
+                        int(count.group(1)),
+                        str(item["StatusCode"]),
+                    )
+                )
+            if older:
+                break
+    return sorted(found, key=lambda a: a.start_ns)
+
+
+def fleet_events(
+    activities: Sequence[Activity], samples: Sequence[CountSample]
+) -> list[FleetEvent]:
+    """`out`/`in` at each activity's start (against the desired count before it) and, for a
+    scale-out, `first_served` when a poll first held one instance more (else its end)."""
+    polled = sorted(samples, key=lambda s: s.at_ns)
+    first = polled[0] if polled else None
+    desired = (first.desired or first.current or 0) if first is not None else 0
+    events: list[FleetEvent] = []
+    for activity in sorted(activities, key=lambda a: a.start_ns):
+        if activity.desired == desired:
+            continue
+        if activity.desired < desired:
+            events.append(FleetEvent(activity.start_ns, "in", None, activity.desired))
+            desired = activity.desired
+            continue
+        events.append(FleetEvent(activity.start_ns, "out", None, desired))
+        wanted = desired + 1
+        served = next(
+            (
+                s.at_ns
+                for s in polled
+                if s.at_ns >= activity.start_ns and (s.current or 0) >= wanted
+            ),
+            activity.end_ns if activity.status == "Successful" else None,
+        )
+        if served is not None:
+            events.append(FleetEvent(served, "first_served", None, wanted))
+        desired = activity.desired
+    return sorted(events, key=lambda e: e.at_ns)
+
+
+@dataclass(frozen=True)
+class Datapoint:
+    """The metric's Maximum over the period that starts at `start_ns`."""
+
+    start_ns: int
+    maximum: float
+
+
+def concurrency_maxima(
+    cloudwatch: Any,
+    scope: ScalingScope,
+    start: datetime,
+    end: datetime,
+    *,
+    clock: Clock,
+    max_lag_s: float = MAX_LAG_S,
+    poll_s: float = POLL_S,
+    log: Callable[[str], None] = lambda line: None,
+) -> list[Datapoint]:
+    """The tracked metric's 10 s Maxima over [start, end]; it arrives minutes late, so this
+    waits (bounded by `max_lag_s` after `end`) until a datapoint reaches the last periods."""
+    deadline = end + timedelta(seconds=max_lag_s)
+    announced = False
+    while True:
+        points = _maxima(cloudwatch, scope, start, end)
+        covered = bool(points) and points[-1].start_ns >= _ns(end) - 2 * PERIOD_S * 10**9
+        now = clock.now()
+        if covered or now >= deadline:
+            return points
+        if not announced:
+            log(
+                f"waiting up to {(deadline - now).total_seconds():.0f} s for CloudWatch "
+                f"{scope.metric} to cover the run"
+            )
+            announced = True
+        clock.sleep(min(poll_s, max(1.0, (deadline - now).total_seconds())))
+
+
+def _maxima(
+    cloudwatch: Any, scope: ScalingScope, start: datetime, end: datetime
+) -> list[Datapoint]:
+    span = timedelta(seconds=PERIOD_S * MAX_DATAPOINTS)
+    points: list[Datapoint] = []
+    with aws_errors():
+        lo = start
+        while lo < end:
+            hi = min(lo + span, end)
+            answer = cloudwatch.get_metric_statistics(
+                Namespace=NAMESPACE,
+                MetricName=scope.metric,
+                Dimensions=scope.metric_dimensions,
+                StartTime=lo,
+                EndTime=hi,
+                Period=PERIOD_S,
+                Statistics=["Maximum"],
+            )
+            points += [
+                Datapoint(_ns(p["Timestamp"]), float(p["Maximum"]))
+                for p in answer.get("Datapoints", [])
+            ]
+            lo = hi
+    return sorted(points, key=lambda p: p.start_ns)
+
+
+def dispatches(
+    rows: Sequence[dict[str, Any]],
+    points: Sequence[Datapoint],
+    samples: Sequence[CountSample],
+    target: str,
+) -> list[Dispatch]:
+    """Each request of the load with the in-flight per instance when it was sent: the period's
+    Maximum over the instances serving then (NaN without a datapoint or a count)."""
+    starts = [p.start_ns for p in points]
+    polled = sorted((s for s in samples if s.current), key=lambda s: s.at_ns)
+    times = [s.at_ns for s in polled]
+    out: list[Dispatch] = []
+    for row in rows:
+        at = int(row["epoch_start_ns"])
+        i = bisect_right(starts, at) - 1
+        point = points[i] if i >= 0 and at < starts[i] + PERIOD_S * 10**9 else None
+        j = max(bisect_right(times, at) - 1, 0)
+        count = polled[j].current if polled else None
+        in_flight = point.maximum / count if point is not None and count else math.nan
+        out.append(Dispatch(at, target, in_flight, str(row["status"])))
+    return out
+
+
+def deployed_plan(options: RunOptions, progress: Callable[[str], None]) -> PlanOutcome:
+    """The plan behind the deployment, recomputed from the artifacts it names (the traffic and
+    the prediction need its curve and policy, which the plan file does not hold)."""
+    from pytest_tts_scaling.artifacts import load
+    from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
+    from pytest_tts_scaling.report.plan import recompute
+
+    path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
+    if not path.is_file():
+        raise InputError(
+            f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
+            "writes it to --artifacts-dir; or --plan-artifact FILE)"
+        )
+    outcome, why = recompute(load(path, PlanArtifact), path.parent)
+    if outcome is None:
+        raise InputError(f"{path}: {why}")
+    if why:
+        progress(f"validate_live: {why}")
+    return outcome
+
+
+def replay_deployed(
+    outcome: PlanOutcome,
+    workdir: Path,
+    progress: Callable[[str], None],
+    *,
+    clients: AwsClients,
+    endpoint: str,
+    load_args: Sequence[str] = (),
+) -> LiveRun:
+    """The validate_live traffic at the plan's own pace against the endpoint, by `tts-bench load
+    --trace --endpoint`, while its instance counts are polled; then the fleet's log read back."""
+    from pytest_tts_scaling.fleet.rehearsal import live_run, load_trace, traffic_for
+
+    deployment = read_deployment(clients.sagemaker, endpoint)
+    traffic = traffic_for(outcome, 1.0)
+    with DeployedFleet(clients, endpoint, deployment.variant) as fleet:
+        serving = fleet.samples[0].current
+        rows, t0, output = load_trace(
+            traffic,
+            workdir,
+            progress,
+            [*load_args, "--endpoint", endpoint],
+            where=f"on {fleet.scope.describe()} ({serving} instances serving; the plan's surge "
+            f"starts on {traffic.initial_instances})",
+            timeout_s=traffic.duration_s + LOAD_SLACK_S,
+        )
+    log = fleet.log(rows, progress)
+    write_atomic(workdir / "live.fleet.json", _fleet_json(fleet, log))
+    return live_run(outcome, traffic, log, rows, t0, output)
+
+
+def _fleet_json(fleet: DeployedFleet, log: FleetLog) -> str:
+    """What was read, beside the records, so a failed check can be traced to its readings."""
+    body = {
+        "endpoint": fleet.endpoint,
+        "variant": fleet.variant,
+        "counts": [asdict(s) for s in fleet.samples],
+        "events": [asdict(e) for e in log.events],
+    }
+    return json.dumps(body, indent=2) + "\n"
