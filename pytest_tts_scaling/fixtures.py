@@ -116,10 +116,13 @@ def tts_scale_timeline(
     tts_summary: list[str],
 ) -> tuple[TtotalArtifact, Path]:
     """The measured scale-out timeline and where its artifact was written."""
-    from pytest_tts_scaling.steps.ttotal import run_ttotal, summary_lines
+    from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.steps.ttotal import require_qmax_artifact, run_ttotal, summary_lines
 
-    if tts_settings.run.qmax_artifact is None:
-        pytest.fail("ttotal needs the qmax artifact of this endpoint: pass --qmax-artifact FILE")
+    try:
+        require_qmax_artifact(tts_settings)  # before the endpoint opens (a local one starts)
+    except InputError as exc:
+        pytest.fail(str(exc), pytrace=False)
     endpoint: Endpoint = request.getfixturevalue("tts_endpoint")
     artifact, path = run_ttotal(endpoint, tts_settings, progress=tts_progress)
     tts_summary.extend(summary_lines(artifact, path))

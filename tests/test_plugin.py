@@ -9,6 +9,8 @@ import pytest
 
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer, Slots
 
+ROOT = Path(__file__).resolve().parents[1]
+
 NO_CACHE = ("-p", "no:cacheprovider")
 
 
@@ -372,3 +374,16 @@ def test_tts_bench_qmax_dry_run_takes_the_search_options(
     assert "worst case" in out
     assert main(["qmax", "--dry-run", *url, "--ladder", "1,2"]) == 0
     assert "ladder 1,2:" in capsys.readouterr().out
+
+
+def test_ttotal_without_the_qmax_artifact_fails_before_any_endpoint_opens(
+    pytester: pytest.Pytester,
+) -> None:
+    """No --qmax-artifact: one line naming the flag, and the endpoint (a local container here)
+    is never set up."""
+    pytester.makepyfile(test_ttotal=(ROOT / "scenarios" / "test_ttotal.py").read_text())
+    result = pytester.runpytest(*NO_CACHE, "-m", "ttotal", "--artifacts-dir", "out", "--setup-show")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ttotal needs the qmax artifact: expected --qmax-artifact FILE*"])
+    result.stdout.fnmatch_lines(["*SETUP*tts_settings*"])
+    result.stdout.no_fnmatch_line("*SETUP*tts_endpoint*")

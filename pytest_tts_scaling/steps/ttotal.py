@@ -17,6 +17,15 @@ from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import ResolvedOptions
 
 
+def require_qmax_artifact(settings: ResolvedOptions) -> Path:
+    """The qmax artifact ttotal reads; refused before anything is started without one."""
+    if settings.run.qmax_artifact is None:
+        raise InputError(
+            "ttotal needs the qmax artifact: expected --qmax-artifact FILE (tts-bench: --qmax FILE)"
+        )
+    return settings.run.qmax_artifact
+
+
 def run_ttotal(
     endpoint: Endpoint,
     settings: ResolvedOptions,
@@ -24,11 +33,7 @@ def run_ttotal(
     progress: Callable[[str], None],
 ) -> tuple[TtotalArtifact, Path]:
     """Measure T_total on the endpoint the options name and write the artifact."""
-    if settings.run.qmax_artifact is None:
-        raise InputError(
-            "ttotal needs the qmax artifact: expected --qmax-artifact FILE (tts-bench: --qmax FILE)"
-        )
-    qmax = load(settings.run.qmax_artifact, QmaxArtifact)
+    qmax = load(require_qmax_artifact(settings), QmaxArtifact)
     if endpoint.kind == "sagemaker":
         from pytest_tts_scaling.aws.scaleout import measure_sagemaker_ttotal
 
