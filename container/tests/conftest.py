@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from container_fakes import FakeEngine
+from container_fakes import AppFactory, FakeEngine
 from starlette.applications import Starlette
 from tts_container.app import create_app
 from tts_container.metrics import MetricsLog
 from tts_container.settings import Settings
-
-AppFactory = Callable[..., tuple[Starlette, FakeEngine, io.StringIO]]
 
 
 @pytest.fixture

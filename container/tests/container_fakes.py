@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import threading
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message
 from tts_container.schema import SynthesisRequest
 from tts_container.state import AppState
@@ -93,6 +95,10 @@ class FakeEngine:
         assert self.closed[request_id].wait(timeout), f"synthesis of {request_id} never ended"
 
 
+# conftest's `make_app(engine=None, **settings)` -> (app, engine, metrics lines).
+AppFactory = Callable[..., tuple[Starlette, FakeEngine, io.StringIO]]
+
+
 async def eventually(condition: Callable[[], bool]) -> None:
     """Wait (at most `WAIT_S`) until ``condition()`` holds."""
     deadline = time.monotonic() + WAIT_S
@@ -107,7 +113,7 @@ async def running(app: ASGIApp, ready: bool = True) -> AsyncIterator[AppState]:
     inbox: asyncio.Queue[Message] = asyncio.Queue()
     outbox: asyncio.Queue[Message] = asyncio.Queue()
     scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
-    task = asyncio.create_task(app(scope, inbox.get, outbox.put))
+    task = asyncio.ensure_future(app(scope, inbox.get, outbox.put))
     await inbox.put({"type": "lifespan.startup"})
     started = await asyncio.wait_for(outbox.get(), WAIT_S)
     assert started["type"] == "lifespan.startup.complete", started

@@ -3,31 +3,44 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import struct
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
-from container_fakes import SAMPLE_VALUE, FakeEngine, eventually, post, running
+from container_fakes import (
+    SAMPLE_VALUE,
+    AppFactory,
+    FakeEngine,
+    HttpResult,
+    eventually,
+    post,
+    running,
+)
 from starlette.testclient import TestClient
+from starlette.types import ASGIApp, Message
+from tts_container.engine import Engine
+from tts_container.settings import Settings
 
 PCM_TYPE = "audio/pcm;rate=24000;channels=1;encoding=s16le"
 
 
-def emf_lines(metrics_out) -> list[dict]:
+def emf_lines(metrics_out: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(line) for line in metrics_out.getvalue().splitlines() if line]
 
 
-def test_ping_is_503_until_the_model_is_loaded_and_warm(make_app) -> None:
+def test_ping_is_503_until_the_model_is_loaded_and_warm(make_app: AppFactory) -> None:
     loaded = threading.Event()
 
     async def scenario() -> None:
         app, engine, _ = make_app()
         factory = app.state.tts.engine_factory
 
-        def slow_factory(settings):
+        def slow_factory(settings: Settings) -> Engine:
             assert loaded.wait(10)
             return factory(settings)
 
@@ -46,13 +59,13 @@ def test_ping_is_503_until_the_model_is_loaded_and_warm(make_app) -> None:
     asyncio.run(scenario())
 
 
-async def _get(app, path: str) -> tuple[int, dict]:
-    messages: list[dict] = []
+async def _get(app: ASGIApp, path: str) -> tuple[int, dict[str, Any]]:
+    messages: list[Message] = []
 
-    async def receive():
+    async def receive() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message):
+    async def send(message: Message) -> None:
         messages.append(message)
 
     scope = {
@@ -74,10 +87,10 @@ async def _get(app, path: str) -> tuple[int, dict]:
     return messages[0]["status"], json.loads(body)
 
 
-def test_audio_streams_as_each_segment_is_synthesized(make_app) -> None:
+def test_audio_streams_as_each_segment_is_synthesized(make_app: AppFactory) -> None:
     engine = FakeEngine(segments=3, samples=2400, delay_s=0.15)
 
-    async def scenario():
+    async def scenario() -> tuple[HttpResult, io.StringIO]:
         app, _, metrics_out = make_app(engine)
         async with running(app):
             return await post(
@@ -103,8 +116,8 @@ def test_audio_streams_as_each_segment_is_synthesized(make_app) -> None:
     assert line["QueueWait"] >= 0
 
 
-def test_wav_sends_a_streaming_header_then_pcm(make_app) -> None:
-    async def scenario():
+def test_wav_sends_a_streaming_header_then_pcm(make_app: AppFactory) -> None:
+    async def scenario() -> HttpResult:
         app, _, _ = make_app(FakeEngine(segments=2, samples=100))
         async with running(app):
             return await post(app, {"text": "Hello.", "format": "wav"})
@@ -124,8 +137,8 @@ def test_wav_sends_a_streaming_header_then_pcm(make_app) -> None:
     assert len(result.body) == 44 + 2 * 100 * 2
 
 
-def test_request_id_comes_from_the_header_or_is_generated(make_app) -> None:
-    async def scenario():
+def test_request_id_comes_from_the_header_or_is_generated(make_app: AppFactory) -> None:
+    async def scenario() -> tuple[HttpResult, HttpResult]:
         app, _, _ = make_app(FakeEngine(segments=1))
         async with running(app):
             from_header = await post(app, {"text": "Hi."}, headers={"x-request-id": "hdr-7"})
@@ -171,7 +184,9 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize(("payload", "headers", "status", "code"), BAD_INPUTS)
-def test_bad_input_is_a_4xx_json_error(make_app, payload, headers, status, code) -> None:
+def test_bad_input_is_a_4xx_json_error(
+    make_app: AppFactory, payload: object, headers: dict[str, str], status: int, code: str
+) -> None:
     app, engine, _ = make_app(max_text_chars=100, queue_max_depth=1)
     body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     with TestClient(app) as client:
@@ -192,7 +207,7 @@ def test_bad_input_is_a_4xx_json_error(make_app, payload, headers, status, code)
         assert "af_heart, am_adam" in error["detail"]
 
 
-def test_speed_bounds_are_inclusive(make_app) -> None:
+def test_speed_bounds_are_inclusive(make_app: AppFactory) -> None:
     app, engine, _ = make_app()
     with TestClient(app) as client:
         assert app.state.tts.ready_event.wait(10)
@@ -202,17 +217,25 @@ def test_speed_bounds_are_inclusive(make_app) -> None:
     assert [r.speed for r in engine.requests[1:]] == [0.5, 2.0, 1.0]
 
 
-def test_unknown_paths_and_methods_answer_json(make_app) -> None:
+def test_unknown_paths_and_methods_answer_json(make_app: AppFactory) -> None:
     app, _, _ = make_app()
     with TestClient(app) as client:
         assert client.get("/nope").json()["error"] == "not_found"
         assert client.get("/invocations").status_code == 405
 
 
-def test_gate_answers_503_beyond_the_bound_and_releases_on_normal_end(make_app) -> None:
+def test_gate_answers_503_beyond_the_bound_and_releases_on_normal_end(make_app: AppFactory) -> None:
     hold = threading.Event()
 
-    async def scenario():
+    async def scenario() -> tuple[
+        HttpResult,
+        float,
+        tuple[int, dict[str, Any]],
+        list[HttpResult],
+        int,
+        HttpResult,
+        io.StringIO,
+    ]:
         app, _, metrics_out = make_app(FakeEngine(hold=hold, segments=2), queue_max_depth=2)
         async with running(app) as state:
             admitted = [asyncio.create_task(post(app, {"text": f"R{i}."})) for i in range(2)]
@@ -241,8 +264,8 @@ def test_gate_answers_503_beyond_the_bound_and_releases_on_normal_end(make_app) 
     assert statuses.count("ok") == 3
 
 
-def test_gate_releases_when_the_engine_fails_before_audio(make_app) -> None:
-    async def scenario():
+def test_gate_releases_when_the_engine_fails_before_audio(make_app: AppFactory) -> None:
+    async def scenario() -> tuple[HttpResult, int, HttpResult, io.StringIO]:
         app, _, metrics_out = make_app(FakeEngine(fail_at=0), queue_max_depth=1)
         async with running(app) as state:
             failed = await post(app, {"text": "Boom."})
@@ -256,8 +279,8 @@ def test_gate_releases_when_the_engine_fails_before_audio(make_app) -> None:
     assert [line["status"] for line in emf_lines(metrics_out)] == ["failed", "failed"]
 
 
-def test_gate_releases_when_the_engine_fails_mid_stream(make_app) -> None:
-    async def scenario():
+def test_gate_releases_when_the_engine_fails_mid_stream(make_app: AppFactory) -> None:
+    async def scenario() -> tuple[HttpResult, int]:
         app, _, _ = make_app(FakeEngine(fail_at=1), queue_max_depth=1)
         async with running(app) as state:
             result = await post(app, {"text": "Boom later."})
@@ -273,11 +296,11 @@ def test_gate_releases_when_the_engine_fails_mid_stream(make_app) -> None:
 
 @pytest.mark.parametrize("spec_version", ["2.3", "2.4"])
 def test_client_disconnect_mid_stream_releases_the_slot_and_stops_synthesis(
-    make_app, spec_version
+    make_app: AppFactory, spec_version: str
 ) -> None:
     engine = FakeEngine(segments=8, delay_s=0.1)
 
-    async def scenario():
+    async def scenario() -> tuple[HttpResult, int, io.StringIO]:
         app, _, metrics_out = make_app(engine, queue_max_depth=1)
         async with running(app) as state:
             result = await post(
@@ -298,11 +321,11 @@ def test_client_disconnect_mid_stream_releases_the_slot_and_stops_synthesis(
     assert line["status"] == "disconnected"
 
 
-def test_queued_request_of_a_gone_client_never_starts(make_app) -> None:
+def test_queued_request_of_a_gone_client_never_starts(make_app: AppFactory) -> None:
     hold = threading.Event()
     engine = FakeEngine(hold=hold, segments=1)
 
-    async def scenario():
+    async def scenario() -> tuple[HttpResult, int, int]:
         app, _, _ = make_app(engine, inference_workers=1)
         async with running(app) as state:
             first = asyncio.create_task(post(app, {"text": "A.", "request_id": "busy"}))
@@ -321,8 +344,8 @@ def test_queued_request_of_a_gone_client_never_starts(make_app) -> None:
     assert "gone" not in engine.started
 
 
-def test_requests_beyond_the_workers_wait_in_the_queue(make_app) -> None:
-    async def scenario():
+def test_requests_beyond_the_workers_wait_in_the_queue(make_app: AppFactory) -> None:
+    async def scenario() -> tuple[list[HttpResult], io.StringIO]:
         app, _, metrics_out = make_app(FakeEngine(segments=1, delay_s=0.2), inference_workers=1)
         async with running(app):
             results = await asyncio.gather(*(post(app, {"text": f"{i}."}) for i in range(3)))
@@ -335,8 +358,8 @@ def test_requests_beyond_the_workers_wait_in_the_queue(make_app) -> None:
     assert waits[-1] >= 300  # the third waited for two syntheses
 
 
-def test_emf_line_shape(make_app) -> None:
-    async def scenario():
+def test_emf_line_shape(make_app: AppFactory) -> None:
+    async def scenario() -> io.StringIO:
         app, _, metrics_out = make_app(FakeEngine(segments=1))
         async with running(app):
             await post(app, {"text": "Hi.", "request_id": "emf-1"})

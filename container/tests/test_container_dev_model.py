@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tts_container import dev_model
@@ -12,12 +13,15 @@ from tts_container.engine import synthesize_all
 from tts_container.schema import SynthesisRequest
 from tts_container.settings import Settings
 
+if TYPE_CHECKING:  # torch loads on first use, not at collection
+    from tts_container.engine import KokoroEngine
+
 FRAME_SAMPLES = 600  # 25 ms at 24 kHz
 TEN_WORDS = "The quick brown fox jumps over the lazy dog today."
 
 
 @pytest.fixture(scope="module")
-def engine(dev_model_cache: Path):
+def engine(dev_model_cache: Path) -> KokoroEngine:
     from tts_container.engine import KokoroEngine
 
     return KokoroEngine.load(Settings(cache_dir=dev_model_cache, device="cpu"))
@@ -36,7 +40,7 @@ def test_the_cache_holds_the_files_of_a_model_directory(dev_model_cache: Path) -
     ]
 
 
-def test_it_has_the_parameter_count_of_kokoro_82m(engine) -> None:
+def test_it_has_the_parameter_count_of_kokoro_82m(engine: KokoroEngine) -> None:
     parameters = sum(p.numel() for p in engine._model.parameters())
     assert parameters == pytest.approx(81.8e6, abs=0.05e6)
     assert engine.untrained
@@ -53,7 +57,9 @@ def test_weights_have_the_top_level_keys_of_a_kokoro_checkpoint(dev_model_cache:
     assert tuple(voice.shape) == (510, 1, 256)
 
 
-def test_a_second_build_loads_from_the_cache(dev_model_cache: Path, monkeypatch) -> None:
+def test_a_second_build_loads_from_the_cache(
+    dev_model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     weights = dev_model_dir(dev_model_cache) / "kokoro-dev.pth"
     before = weights.stat().st_mtime_ns
 
@@ -85,7 +91,9 @@ def test_the_build_is_deterministic(dev_model_cache: Path, tmp_path: Path) -> No
             assert torch.equal(tensor, second_w[key][name]), f"{key}.{name} differs"
 
 
-def test_each_phoneme_gets_a_few_frames_and_a_sentence_a_sane_length(engine) -> None:
+def test_each_phoneme_gets_a_few_frames_and_a_sentence_a_sane_length(
+    engine: KokoroEngine,
+) -> None:
     import torch
 
     request = SynthesisRequest(request_id="t", text=TEN_WORDS, voice="af_heart")
@@ -111,7 +119,7 @@ def test_each_phoneme_gets_a_few_frames_and_a_sentence_a_sane_length(engine) -> 
     assert all(chunk.dtype.name == "float32" for chunk in audio)
 
 
-def test_speed_shortens_the_audio(engine) -> None:
+def test_speed_shortens_the_audio(engine: KokoroEngine) -> None:
     def seconds(speed: float) -> float:
         request = SynthesisRequest(
             request_id="s", phonemes="hˈɛloʊ wˈɜːld.", voice="am_adam", speed=speed

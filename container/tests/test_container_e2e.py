@@ -149,7 +149,9 @@ def test_a_sentence_streams_as_chunked_audio(server: Server) -> None:
         (b"text=hi", "application/x-www-form-urlencoded", 415, "unsupported_media_type"),
     ],
 )
-def test_bad_inputs_get_4xx_json(server: Server, body, content_type, status, code) -> None:
+def test_bad_inputs_get_4xx_json(
+    server: Server, body: bytes, content_type: str, status: int, code: str
+) -> None:
     response = httpx.post(
         server.url + "/invocations",
         content=body,

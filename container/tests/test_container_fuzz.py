@@ -15,12 +15,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import uvicorn
 from container_fake_server import free_port, wait_until_ready
-from container_fakes import FakeEngine
+from container_fakes import AppFactory, FakeEngine
 from container_fuzzing import (
     HttpProbe,
     RawProbe,
@@ -208,7 +209,7 @@ def test_a_frame_over_the_size_limit_closes_1009_and_the_server_goes_on(
     check_still_serving(client)
 
 
-def test_a_bug_is_still_a_json_error(make_app, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bug_is_still_a_json_error(make_app: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug in the server")
 
@@ -224,7 +225,7 @@ def test_a_bug_is_still_a_json_error(make_app, monkeypatch: pytest.MonkeyPatch) 
     }
 
 
-def test_requests_beyond_the_session_s_bound_are_refused_at_once(make_app) -> None:
+def test_requests_beyond_the_session_s_bound_are_refused_at_once(make_app: AppFactory) -> None:
     hold = threading.Event()
     app, _, _ = make_app(engine=FakeEngine(segments=1, hold=hold))
     with TestClient(app) as client:
@@ -240,7 +241,7 @@ def test_requests_beyond_the_session_s_bound_are_refused_at_once(make_app) -> No
                 f"r{index}" for index in range(INBOX_MAX_MESSAGES + 1, 31)
             ]
             hold.set()
-            completed = []
+            completed: list[dict[str, Any]] = []
             while len(completed) <= INBOX_MAX_MESSAGES:
                 message = ws.receive()
                 if "text" in message and json.loads(message["text"])["type"] != "synthesis_start":

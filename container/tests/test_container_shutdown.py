@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 from container_fake_server import free_port, wait_until_ready
+from container_fakes import AppFactory
 from starlette.testclient import TestClient
 from tts_container import cli
 from tts_container.drain import Drain
@@ -218,7 +219,7 @@ def test_streams_longer_than_the_drain_are_cut_cleanly_and_the_exit_is_0(
     assert "drain deadline: cutting 4 streams" in server.logs()
 
 
-def test_while_draining_nothing_is_admitted_on_either_path(make_app) -> None:
+def test_while_draining_nothing_is_admitted_on_either_path(make_app: AppFactory) -> None:
     app, engine, _ = make_app(queue_max_depth=2)
     with TestClient(app) as client:
         assert app.state.tts.ready_event.wait(WAIT_S)

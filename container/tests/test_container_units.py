@@ -8,6 +8,7 @@ import re
 import struct
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -255,7 +256,9 @@ class TestModelFiles:
             ({"voices": False}, "voice packs"),
         ],
     )
-    def test_incomplete_directories_are_refused(self, tmp_path: Path, kwargs, message) -> None:
+    def test_incomplete_directories_are_refused(
+        self, tmp_path: Path, kwargs: dict[str, Any], message: str
+    ) -> None:
         with pytest.raises(ModelFilesError, match=message):
             find_model_files(self.make(tmp_path / "m", **kwargs))
 
@@ -277,7 +280,7 @@ class TestCommandLine:
         )
         assert (parsed.port, parsed.model_dir) == (9, Path("/m"))
 
-    def test_help_reads_like_documentation(self, capsys) -> None:
+    def test_help_reads_like_documentation(self, capsys: pytest.CaptureFixture[str]) -> None:
         from tts_container.cli import main
 
         with pytest.raises(SystemExit) as exit_info:
@@ -288,7 +291,9 @@ class TestCommandLine:
         assert "(default: 8080)" in out
         assert "TTS_MARKER" not in out
 
-    def test_a_bad_environment_exits_2_naming_the_variable(self, monkeypatch, capsys) -> None:
+    def test_a_bad_environment_exits_2_naming_the_variable(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         from tts_container.cli import main
 
         monkeypatch.setenv("QUEUE_MAX_DEPTH", "lots")

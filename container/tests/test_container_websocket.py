@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
-from container_fakes import FakeEngine
-from starlette.testclient import TestClient
+from container_fakes import AppFactory, FakeEngine
+from starlette.testclient import TestClient, WebSocketTestSession
+from tts_container.state import AppState
 
 WS_PATH = "/invocations-bidirectional-stream"
 
 
-def read_request(ws) -> tuple[list[dict], int, int]:
+def read_request(ws: WebSocketTestSession) -> tuple[list[dict[str, Any]], int, int]:
     """Frames of one request until complete or error: (json frames, audio bytes, binary frames)."""
-    frames: list[dict] = []
+    frames: list[dict[str, Any]] = []
     audio = 0
     binary = 0
     while True:
@@ -29,7 +31,7 @@ def read_request(ws) -> tuple[list[dict], int, int]:
             return frames, audio, binary
 
 
-def test_one_session_carries_several_requests_and_survives_errors(make_app) -> None:
+def test_one_session_carries_several_requests_and_survives_errors(make_app: AppFactory) -> None:
     app, _, metrics_out = make_app(FakeEngine(segments=3, samples=1200))
     with TestClient(app) as client:
         assert app.state.tts.ready_event.wait(10)
@@ -78,7 +80,7 @@ def test_one_session_carries_several_requests_and_survives_errors(make_app) -> N
     assert transports == {"websocket"}
 
 
-def test_engine_error_is_an_error_frame_and_the_session_goes_on(make_app) -> None:
+def test_engine_error_is_an_error_frame_and_the_session_goes_on(make_app: AppFactory) -> None:
     engine = FakeEngine(segments=2, fail_at=1)
     app, _, _ = make_app(engine)
     with TestClient(app) as client:
@@ -95,11 +97,12 @@ def test_engine_error_is_an_error_frame_and_the_session_goes_on(make_app) -> Non
         assert app.state.tts.in_flight.depth == 0
 
 
-def test_websocket_requests_share_the_admission_bound(make_app) -> None:
+def test_websocket_requests_share_the_admission_bound(make_app: AppFactory) -> None:
     app, _, _ = make_app(FakeEngine(segments=1), queue_max_depth=1)
     with TestClient(app) as client:
         state = app.state.tts
         assert state.ready_event.wait(10)
+        assert client.portal is not None  # set while the client's context is open
         with client.websocket_connect(WS_PATH) as ws:
             assert client.portal.call(_acquire, state)  # another request holds the only slot
             ws.send_text(json.dumps({"text": "Hi.", "request_id": "over"}))
@@ -122,15 +125,15 @@ def test_websocket_requests_share_the_admission_bound(make_app) -> None:
         assert state.in_flight.depth == 0
 
 
-async def _acquire(state) -> bool:
+async def _acquire(state: AppState) -> bool:
     return state.in_flight.try_acquire()
 
 
-async def _release(state) -> None:
+async def _release(state: AppState) -> None:
     state.in_flight.release()
 
 
-def test_a_websocket_request_holds_a_slot_while_synthesized(make_app) -> None:
+def test_a_websocket_request_holds_a_slot_while_synthesized(make_app: AppFactory) -> None:
     hold = threading.Event()
     app, _, _ = make_app(FakeEngine(segments=1, hold=hold), queue_max_depth=1)
     with TestClient(app) as client:
@@ -149,7 +152,7 @@ def test_a_websocket_request_holds_a_slot_while_synthesized(make_app) -> None:
         assert state.in_flight.depth == 0
 
 
-def test_client_leaving_mid_synthesis_stops_it_and_frees_the_slot(make_app) -> None:
+def test_client_leaving_mid_synthesis_stops_it_and_frees_the_slot(make_app: AppFactory) -> None:
     engine = FakeEngine(segments=20, delay_s=0.05)
     app, _, metrics_out = make_app(engine, queue_max_depth=1)
     with TestClient(app) as client:

@@ -20,7 +20,7 @@ def test_the_five_kokoro_keys_pass(tmp_path: Path) -> None:
 
 
 def test_missing_keys_are_named_with_what_was_found(tmp_path: Path) -> None:
-    state = {"bert": {}, "decoder": {}, "generator": {}}
+    state: dict[str, dict[str, torch.Tensor]] = {"bert": {}, "decoder": {}, "generator": {}}
     path = save(tmp_path / "other.pth", state)
     with pytest.raises(ModelFilesError) as failed:
         check_weight_keys(path)
