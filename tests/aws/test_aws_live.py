@@ -10,7 +10,9 @@ event-stream server with the fleet watched on moto.
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,18 +22,20 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from pytest_tts_scaling.artifacts import save
+from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.aws import live as aws_live
 from pytest_tts_scaling.aws.clients import AwsClients, Clock
 from pytest_tts_scaling.aws.live import Activity, CountSample, Datapoint, DeployedFleet
 from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core.autoscaler import Policy
+from pytest_tts_scaling.core.schema import PlanArtifact
 from pytest_tts_scaling.fleet import live
-from pytest_tts_scaling.fleet.rehearsal import load_trace
+from pytest_tts_scaling.options import RunOptions
 from tests.aws.aws_helpers import FakeClock, deploy, make_plan, put_concurrency, unique
 from tests.aws.eventstream_server import Script, event_stream_server, payload_part
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "reports" / "examples" / "source"
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SCOPE = ScalingScope("speech-live", "AllTraffic")
 RESOURCE = "endpoint/speech-live/variant/AllTraffic"
@@ -52,6 +56,18 @@ def story(**args: Any) -> live.LiveTraffic:
     """The validate_live traffic of a plan on two instances with a 1.25 surge."""
     given: dict[str, Any] = {"policy": POLICY, "surge_ratio": 1.25, "initial_instances": 2}
     return live.live_traffic(**{**given, **args})
+
+
+def small_story() -> live.LiveTraffic:
+    """A story of about 10 s: 50x compressed, a few requests a second."""
+    return story(
+        per_instance_rps=2.0,
+        base_rps=3.0,
+        t_total_s=50.0,
+        trough_rps=1.0,
+        time_scale=50.0,
+        policy=replace(POLICY, scale_in_cooldown_s=60.0),
+    )
 
 
 def ns(seconds: float) -> int:
@@ -267,57 +283,53 @@ def test_the_fleet_polls_describe_endpoint_for_the_variants_counts(aws_env: dict
 # --- one load against the endpoint, the fleet watched ---------------------------------------
 
 
-def test_a_trace_load_on_the_endpoint_joins_with_the_fleets_readings(
+def test_the_deployed_replay_end_to_end_on_the_stand_in_and_moto(
     aws_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """plan from the artifacts dir -> trace load on the endpoint -> the fleet read back -> the
+    records the checks take, with the readings written beside them. The plan's own pace would
+    take the better part of an hour, so its traffic is swapped for a compressed one here."""
+    from pytest_tts_scaling.fleet import rehearsal
+
+    artifacts = tmp_path / "reports"
+    shutil.copytree(EXAMPLES, artifacts, ignore=shutil.ignore_patterns("*.png"))
+    outcome = aws_live.deployed_plan(RunOptions(artifacts_dir=artifacts), lambda line: None)
+    assert outcome.artifact == load(artifacts / "plan-kokoro-82m.json", PlanArtifact)
     deployed = deploy(unique(), instances=2, metric_data=False)
-    # A small story: 50x compressed, a few requests a second.
-    traffic = story(
-        per_instance_rps=2.0,
-        base_rps=3.0,
-        t_total_s=50.0,
-        trough_rps=1.0,
-        time_scale=50.0,
-        policy=replace(POLICY, scale_in_cooldown_s=60.0),
-    )
-    clients = AwsClients(clock=Clock())
-    with event_stream_server() as server:
-        server.scripts[deployed.endpoint] = Script(messages=[(0.02, payload_part(PCM))])
-        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url)
-        lines: list[str] = []
-        with DeployedFleet(clients, deployed.endpoint, deployed.variant, poll_s=0.5) as fleet:
-            rows, t0, _ = load_trace(
-                traffic,
-                tmp_path,
-                lines.append,
-                ["--endpoint", deployed.endpoint],
-                where="on the stand-in endpoint",
-                timeout_s=120,
-            )
-    assert rows
-    assert {r["status"] for r in rows} == {"ok"}
-    assert lines[0].startswith("validate_live: replaying ")
-    assert "at 1/50 of its time) on the stand-in endpoint" in lines[0]
-    # CloudWatch as the endpoint would have published it over the run.
-    assert fleet.started is not None
-    assert fleet.ended is not None
-    first = fleet.started.replace(microsecond=0)
-    periods = int((fleet.ended - first).total_seconds() // 10) + 1
+    small = small_story()
+    monkeypatch.setattr(rehearsal, "traffic_for", lambda outcome, time_scale: small)
+    now = datetime.now(UTC).replace(microsecond=0)
     put_concurrency(
         deployed.endpoint,
         deployed.variant,
-        [(first + timedelta(seconds=10 * i), 6.0) for i in range(periods)],
+        [(now + timedelta(seconds=10 * i), 9.0) for i in range(-6, 18)],
     )
+    clients = AwsClients(clock=Clock())
     autoscaling, stubber = stubbed_autoscaling([[]], resource=deployed.resource_id)
     clients._clients["application-autoscaling"] = autoscaling
-    log = fleet.log(rows, lines.append)
+    lines: list[str] = []
+    with event_stream_server() as server:
+        server.scripts[deployed.endpoint] = Script(messages=[(0.02, payload_part(PCM))])
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url)
+        run = aws_live.replay_deployed(
+            outcome, tmp_path, lines.append, clients=clients, endpoint=deployed.endpoint
+        )
     stubber.assert_no_pending_responses()
-    assert log.events == []
-    assert len(log.initial) == 2
-    assert len(log.dispatches) == len(rows)
-    assert {d.in_flight_before for d in log.dispatches} == {3.0}
-    assert live.check_rejections(log.dispatches, POLICY.queue_max_depth).ok
-    assert t0 <= min(int(r["epoch_start_ns"]) for r in rows)
+    assert run.rows
+    assert {r["status"] for r in run.rows} == {"ok"}
+    assert lines[0].startswith("validate_live: replaying ")
+    assert (
+        f"at 1/50 of its time) on {deployed.endpoint}/AllTraffic (2 instances serving" in lines[0]
+    )
+    assert run.t0_ns <= min(int(r["epoch_start_ns"]) for r in run.rows)
+    assert len(run.log.initial) == 2
+    assert {d.in_flight_before for d in run.log.dispatches} == {4.5}
+    assert run.q_max == outcome.artifact.queue_max_depth
+    assert live.check_rejections(run.log.dispatches, run.q_max).ok
+    assert not live.check_first_new_instance(run.log.events, run.t0_ns, run.traffic).ok
+    readings = json.loads((tmp_path / "live.fleet.json").read_text())
+    assert readings["endpoint"] == deployed.endpoint
+    assert {(c["current"], c["desired"]) for c in readings["counts"]} == {(2, 2)}
 
 
 # --- the scenario's choice of path ----------------------------------------------------------
