@@ -20,6 +20,7 @@ import pytest
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from tests.aws.aws_helpers import USER_AWS_VARIABLES, FakeClock, moto_environment
+from tests.aws.eventstream_server import EventStreamServer, event_stream_server
 
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
 
@@ -81,6 +82,17 @@ def aws_env(
     for name, value in moto_environment(moto_url, str(empty)).items():
         monkeypatch.setenv(name, value)
     return dict(os.environ)
+
+
+@pytest.fixture
+def runtime(
+    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EventStreamServer]:
+    """InvokeEndpointWithResponseStream to the event-stream stand-in (here and in subprocesses
+    started after it), every other call to moto."""
+    with event_stream_server() as server:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url)
+        yield server
 
 
 @pytest.fixture

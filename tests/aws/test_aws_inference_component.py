@@ -43,7 +43,6 @@ from tests.aws.aws_helpers import FakeClock, client, make_plan, record_operation
 from tests.aws.eventstream_server import (
     EventStreamServer,
     Script,
-    event_stream_server,
     payload_part,
 )
 from tests.factories import make_rung
@@ -350,15 +349,6 @@ def expect_deployment(stubs: Stubs, name: str) -> None:
 
 
 # --- requests ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def runtime(
-    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[EventStreamServer]:
-    with event_stream_server() as server:
-        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url)
-        yield server
 
 
 def test_requests_name_the_component(runtime: EventStreamServer) -> None:

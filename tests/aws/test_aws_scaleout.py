@@ -69,7 +69,6 @@ from tests.aws.aws_helpers import (
 from tests.aws.eventstream_server import (
     EventStreamServer,
     Script,
-    event_stream_server,
     payload_part,
 )
 from tests.factories import make_qmax, make_rung
@@ -253,16 +252,6 @@ def settings_for(endpoint: str, tmp_path: Path, **overrides: Any) -> ResolvedOpt
     return RunOptions(**values).for_kind()
 
 
-@pytest.fixture
-def probe_server(
-    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[EventStreamServer]:
-    """InvokeEndpointWithResponseStream goes to the event-stream server, the rest to moto."""
-    with event_stream_server() as server:
-        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url)
-        yield server
-
-
 SLOW = Script(messages=[(0.25, payload_part(PCM))])  # one instance, overloaded: TTFAB ~250 ms
 FAST = Script(messages=[(0.01, payload_part(PCM))])  # two instances: TTFAB ~10 ms
 
@@ -270,16 +259,16 @@ FAST = Script(messages=[(0.01, payload_part(PCM))])  # two instances: TTFAB ~10 
 def test_forced_scale_out_end_to_end(
     clients: AwsClients,
     fake_clock: FakeClock,
-    probe_server: EventStreamServer,
+    runtime: EventStreamServer,
     tmp_path: Path,
 ) -> None:
     fake_clock.start = fake_clock.start.replace(microsecond=0)  # log timestamps are in ms
     d = deploy(unique(), instances=2)
     existing_instance_log(d.endpoint)
-    probe_server.scripts[d.endpoint] = SLOW
+    runtime.scripts[d.endpoint] = SLOW
 
     def share_the_load() -> None:  # the new instance takes half the probe, a little later
-        threading.Timer(0.6, probe_server.scripts.__setitem__, (d.endpoint, FAST)).start()
+        threading.Timer(0.6, runtime.scripts.__setitem__, (d.endpoint, FAST)).start()
 
     sim = Provisioning(fake_clock, d.endpoint, on_in_service=share_the_load).install(clients)
     settings = settings_for(d.endpoint, tmp_path)
@@ -353,9 +342,9 @@ def test_forced_scale_out_end_to_end(
     assert suspended(d.resource_id) == ALL_FALSE
     assert not snapshot_path(tmp_path, d.endpoint).exists()
     # The probe went to the endpoint over InvokeEndpointWithResponseStream, before and after.
-    paths = {r.path for r in probe_server.received}
+    paths = {r.path for r in runtime.received}
     assert paths == {f"/endpoints/{d.endpoint}/invocations-response-stream"}
-    assert artifact.probe["ok"] == len(probe_server.received)
+    assert artifact.probe["ok"] == len(runtime.received)
     assert any("the clock runs" in line for line in lines)
     assert any("desired instance count already 2" in line for line in lines)
 
@@ -363,12 +352,12 @@ def test_forced_scale_out_end_to_end(
 def test_a_failure_midway_restores_n_plus_one_straight_to_n_and_thaws(
     clients: AwsClients,
     fake_clock: FakeClock,
-    probe_server: EventStreamServer,
+    runtime: EventStreamServer,
     tmp_path: Path,
 ) -> None:
     d = deploy(unique(), instances=3)
     existing_instance_log(d.endpoint)
-    probe_server.scripts[d.endpoint] = FAST
+    runtime.scripts[d.endpoint] = FAST
     sim = Provisioning(fake_clock, d.endpoint, fail_after_s=100.0).install(clients)
     settings = settings_for(d.endpoint, tmp_path)
     lines: list[str] = []
@@ -391,12 +380,12 @@ def test_a_failure_midway_restores_n_plus_one_straight_to_n_and_thaws(
 def test_an_instance_that_never_comes_is_a_bounded_wait(
     clients: AwsClients,
     fake_clock: FakeClock,
-    probe_server: EventStreamServer,
+    runtime: EventStreamServer,
     tmp_path: Path,
 ) -> None:
     d = deploy(unique(), instances=1)
     existing_instance_log(d.endpoint)
-    probe_server.scripts[d.endpoint] = FAST
+    runtime.scripts[d.endpoint] = FAST
     sim = Provisioning(fake_clock, d.endpoint, in_service_after_s=1e9).install(clients)
     settings = settings_for(d.endpoint, tmp_path)
     qmax = qmax_artifact()

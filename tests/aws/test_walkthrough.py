@@ -48,7 +48,6 @@ from tests.aws.aws_helpers import (
 from tests.aws.eventstream_server import (
     EventStreamServer,
     Script,
-    event_stream_server,
     payload_part,
 )
 from tests.aws.test_aws_scaleout import ALL_FALSE, Provisioning, existing_instance_log
@@ -123,16 +122,6 @@ def bench(env: dict[str, str], cwd: Path, words: list[str]) -> subprocess.Comple
 def one(directory: Path, pattern: str) -> Path:
     [path] = directory.glob(pattern)
     return path
-
-
-@pytest.fixture
-def runtime(
-    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[EventStreamServer]:
-    """InvokeEndpointWithResponseStream to the stand-in (here and in subprocesses), rest to moto."""
-    with event_stream_server() as server:
-        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url)
-        yield server
 
 
 @pytest.fixture
