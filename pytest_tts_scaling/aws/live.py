@@ -12,8 +12,9 @@ code path for both:
   activity's end;
 - the in-flight count before each request: the metric the deployed policy tracks
   (ConcurrentRequestsPerModel, Maximum, 10 s, the finest SageMaker publishes) over the instance
-  count polled at that time; NaN where CloudWatch has no datapoint, which the rejection check
-  fails on.
+  count polled at that time, as the local fleet's emulation takes the variant's in-flight over
+  its serving instances; NaN where CloudWatch has no datapoint, which the rejection check fails
+  on.
 
 Every call goes through an injected client and :class:`Clock`, so tests drive it on moto and a
 botocore Stubber without sleeping.
