@@ -292,18 +292,21 @@ def target_state(resource_id: str) -> dict[str, Any] | None:
     return targets[0] if targets else None
 
 
+# A scalable target's three suspension flags: freeze sets them all, thaw puts them back.
+SUSPENSION_FLAGS = (
+    "DynamicScalingInSuspended",
+    "DynamicScalingOutSuspended",
+    "ScheduledScalingSuspended",
+)
+ALL_TRUE = dict.fromkeys(SUSPENSION_FLAGS, True)
+ALL_FALSE = dict.fromkeys(SUSPENSION_FLAGS, False)
+
+
 def suspended(resource_id: str) -> dict[str, bool]:
     target = target_state(resource_id)
     assert target is not None, f"{resource_id}: no scalable target"
     state = target.get("SuspendedState") or {}
-    return {
-        flag: bool(state.get(flag, False))
-        for flag in (
-            "DynamicScalingInSuspended",
-            "DynamicScalingOutSuspended",
-            "ScheduledScalingSuspended",
-        )
-    }
+    return {flag: bool(state.get(flag, False)) for flag in SUSPENSION_FLAGS}
 
 
 def desired_count(endpoint: str) -> int:

@@ -11,13 +11,10 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.artifacts import save
-from tests.aws.aws_helpers import deploy, make_plan, suspend, suspended, teardown, unique
+from tests.aws.aws_helpers import ALL_FALSE, deploy, make_plan, suspend, suspended, teardown, unique
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
-ALL_FALSE = dict.fromkeys(
-    ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), False
-)
 
 
 def bench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,8 @@ from pytest_tts_scaling.aws.signals import Terminated
 from pytest_tts_scaling.aws.snapshot import FreezeSnapshot, read_snapshot, snapshot_path
 from pytest_tts_scaling.errors import ArtifactError, InputError
 from tests.aws.aws_helpers import (
+    ALL_FALSE,
+    ALL_TRUE,
     FakeClock,
     deploy,
     desired_count,
@@ -26,11 +28,6 @@ from tests.aws.aws_helpers import (
     target_state,
     unique,
 )
-
-ALL_TRUE = dict.fromkeys(
-    ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), True
-)
-ALL_FALSE = dict.fromkeys(ALL_TRUE, False)
 
 
 def test_freeze_suspends_pins_and_restores(clients: AwsClients, tmp_path: Path) -> None:

@@ -39,7 +39,15 @@ from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
 from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import RunOptions
-from tests.aws.aws_helpers import FakeClock, client, make_plan, record_operations, unique
+from tests.aws.aws_helpers import (
+    ALL_FALSE,
+    ALL_TRUE,
+    FakeClock,
+    client,
+    make_plan,
+    record_operations,
+    unique,
+)
 from tests.aws.eventstream_server import (
     EventStreamServer,
     Script,
@@ -57,10 +65,6 @@ DEAD_PID = 99_999_999  # above Linux's pid_max: no such process
 DIGEST = "sha256:77aa55cc" + "1" * 56
 REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/speech-kokoro"
 IMAGE = f"{REPOSITORY}:v7"
-ALL_TRUE = dict.fromkeys(
-    ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), True
-)
-ALL_FALSE = dict.fromkeys(ALL_TRUE, False)
 
 
 def resource(component: str) -> str:

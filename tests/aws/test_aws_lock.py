@@ -17,6 +17,8 @@ from pytest_tts_scaling.aws.lock import FreezeLock, RestoreValues, read_locks, w
 from pytest_tts_scaling.aws.snapshot import snapshot_path
 from pytest_tts_scaling.errors import InputError
 from tests.aws.aws_helpers import (
+    ALL_FALSE,
+    ALL_TRUE,
     client,
     deploy,
     desired_count,
@@ -29,10 +31,6 @@ from tests.aws.aws_helpers import (
 )
 
 CHILD = Path(__file__).with_name("freeze_child.py")
-ALL_TRUE = dict.fromkeys(
-    ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), True
-)
-ALL_FALSE = dict.fromkeys(ALL_TRUE, False)
 WRITES = {
     "AddTags",
     "DeleteTags",

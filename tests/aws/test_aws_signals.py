@@ -14,6 +14,7 @@ import pytest
 
 from pytest_tts_scaling.aws.snapshot import snapshot_path
 from tests.aws.aws_helpers import (
+    ALL_FALSE,
     deploy,
     desired_count,
     lock_keys,
@@ -25,9 +26,6 @@ from tests.aws.aws_helpers import (
 
 CHILD = Path(__file__).with_name("freeze_child.py")
 TTS_BENCH = Path(sys.executable).with_name("tts-bench")
-ALL_FALSE = dict.fromkeys(
-    ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), False
-)
 
 
 def _start_frozen(

@@ -9,7 +9,7 @@ then with the plan's policy. The SageMaker runtime is the event-stream stand-in.
 
 ttotal runs through `tts-bench ttotal` in this process rather than as a console script: moto
 applies a capacity change at once and writes no instance logs, so SageMaker's side of the
-scale-out is played in a fake clock by test_aws_scaleout.Provisioning, which needs the clients
+scale-out is played in a fake clock by tests.aws.provisioning.Provisioning, which needs the clients
 the command uses.
 """
 
@@ -37,6 +37,7 @@ from pytest_tts_scaling.aws.stages import log_group
 from pytest_tts_scaling.cli import main
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
 from tests.aws.aws_helpers import (
+    ALL_FALSE,
     FakeClock,
     client,
     deploy,
@@ -50,7 +51,7 @@ from tests.aws.eventstream_server import (
     Script,
     payload_part,
 )
-from tests.aws.test_aws_scaleout import ALL_FALSE, Provisioning, existing_instance_log
+from tests.aws.provisioning import Provisioning, existing_instance_log
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
