@@ -137,7 +137,7 @@ class DeployedFleet:
         return FleetLog(
             initial=[f"{scope.describe()}#{i}" for i in range(first or 0)],
             events=fleet_events(activities, self.samples),
-            dispatches=dispatches(rows, points, self.samples, scope.describe()),
+            dispatches=dispatches(rows, points, scope.describe()),
         )
 
 
@@ -284,24 +284,19 @@ def _maxima(
 
 
 def dispatches(
-    rows: Sequence[dict[str, Any]],
-    points: Sequence[Datapoint],
-    samples: Sequence[CountSample],
-    target: str,
+    rows: Sequence[dict[str, Any]], points: Sequence[Datapoint], target: str
 ) -> list[Dispatch]:
     """Each request of the load with the in-flight per instance when it was sent: the period's
-    Maximum over the instances serving then (NaN without a datapoint or a count)."""
+    Maximum of ConcurrentRequestsPerModel, a count per model container (the unit the deployed
+    target tracks and qmax measured at one instance), so not divided by the instance count;
+    NaN without a datapoint."""
     starts = [p.start_ns for p in points]
-    polled = sorted((s for s in samples if s.current), key=lambda s: s.at_ns)
-    times = [s.at_ns for s in polled]
     out: list[Dispatch] = []
     for row in rows:
         at = int(row["epoch_start_ns"])
         i = bisect_right(starts, at) - 1
         point = points[i] if i >= 0 and at < starts[i] + PERIOD_S * 10**9 else None
-        j = max(bisect_right(times, at) - 1, 0)
-        count = polled[j].current if polled else None
-        in_flight = point.maximum / count if point is not None and count else math.nan
+        in_flight = point.maximum if point is not None else math.nan
         out.append(Dispatch(at, target, in_flight, str(row["status"])))
     return out
 
