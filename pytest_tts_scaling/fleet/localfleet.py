@@ -7,8 +7,8 @@ emulated target-tracking policy, so validate_live runs end to end without a clou
   the fewest outstanding requests (:class:`LeastOutstandingTransport`, as the local ttotal probe
   does and SageMaker's LEAST_OUTSTANDING_REQUESTS routing does), relays the audio as it comes,
   and logs every dispatch with the instance's in-flight count before it.
-- The policy is the plan's, through :class:`~pytest_tts_scaling.core.autoscaler.Autoscaler` (the same
-  decisions the plan's simulation makes): each period's Maximum of in-flight per serving
+- The policy is the plan's, through :class:`~pytest_tts_scaling.core.autoscaler.Autoscaler`
+  (the same decisions the plan's simulation makes): each period's Maximum of in-flight per serving
   instance against the target, the scale-in alarm, both cooldowns, min and max. A scale-out
   instance serves `provision_s` after the decision (the emulated boot); a scale-in stops routing
   to one instance and stops it once its requests have finished (SIGTERM on the platform).
