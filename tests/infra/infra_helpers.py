@@ -10,6 +10,8 @@ import contextlib
 import io
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,42 @@ IMAGE_URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com/speech-tts:test"
 def cli_context() -> dict[str, Any]:
     """The context `cdk` passes from infra/cdk.json."""
     return dict(json.loads((INFRA / "cdk.json").read_text())["context"])
+
+
+def start_app(workdir: Path, artifacts_dir: Path) -> subprocess.Popen[bytes]:
+    """Start `python app.py`; templates go to workdir/out, stderr to workdir/stderr.txt."""
+    context = {"artifacts_dir": str(artifacts_dir), "image_uri": IMAGE_URI}
+    env = os.environ | {
+        "CDK_OUTDIR": str(workdir / "out"),
+        "CDK_CONTEXT_JSON": json.dumps(context),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    with (workdir / "stderr.txt").open("wb") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "app.py"],
+            cwd=INFRA,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+
+
+def templates(outdir: Path) -> dict[str, dict[str, Any]]:
+    """The JSON templates `python app.py` wrote to `outdir`, by stack name."""
+    return {
+        path.name.removesuffix(".template.json"): json.loads(path.read_text())
+        for path in outdir.glob("*.template.json")
+    }
+
+
+def of_type(templates: dict[str, dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The properties of every resource of this type, across the templates."""
+    return [
+        resource["Properties"]
+        for template in templates.values()
+        for resource in template["Resources"].values()
+        if resource["Type"] == kind
+    ]
 
 
 def write_plan(directory: Path, plan: PlanArtifact) -> Path:

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.factories import make_plan
-from tests.infra.infra_helpers import IMAGE_URI, INFRA, MODEL, write_plan
+from tests.infra.infra_helpers import MODEL, of_type, start_app, templates, write_plan
 
 
 @dataclass
@@ -21,24 +16,6 @@ class AppRun:
     outdir: Path
     returncode: int
     stderr: str
-
-
-def start_app(workdir: Path, artifacts_dir: Path) -> subprocess.Popen[bytes]:
-    """Start `python app.py`; templates go to workdir/out, stderr to workdir/stderr.txt."""
-    context = {"artifacts_dir": str(artifacts_dir), "image_uri": IMAGE_URI}
-    env = os.environ | {
-        "CDK_OUTDIR": str(workdir / "out"),
-        "CDK_CONTEXT_JSON": json.dumps(context),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-    }
-    with (workdir / "stderr.txt").open("wb") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "app.py"],
-            cwd=INFRA,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
 
 
 @pytest.fixture(scope="module")
@@ -67,22 +44,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, AppRun]:
         )
         for name, process in started.items()
     }
-
-
-def templates(outdir: Path) -> dict[str, dict[str, Any]]:
-    return {
-        path.name.removesuffix(".template.json"): json.loads(path.read_text())
-        for path in outdir.glob("*.template.json")
-    }
-
-
-def of_type(templates: dict[str, dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [
-        resource["Properties"]
-        for template in templates.values()
-        for resource in template["Resources"].values()
-        if resource["Type"] == kind
-    ]
 
 
 def test_without_a_plan_three_stacks_and_no_scalable_target(runs: dict[str, AppRun]) -> None:

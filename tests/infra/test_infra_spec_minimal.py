@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_tts_scaling.cli import main
-from tests.infra.infra_helpers import MODEL, synthesize
-from tests.infra.test_infra_app_script import of_type, start_app, templates
+from tests.infra.infra_helpers import MODEL, of_type, start_app, synthesize, templates
 
 SOURCE = Path(__file__).resolve().parents[2] / "reports" / "examples" / "source"
 QMAX = SOURCE / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
