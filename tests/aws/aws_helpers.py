@@ -292,7 +292,8 @@ def target_state(resource_id: str) -> dict[str, Any] | None:
     return targets[0] if targets else None
 
 
-# A scalable target's three suspension flags: freeze sets them all, thaw puts them back.
+# A scalable target's three suspension flags: freeze sets them all, thaw puts them back. Written
+# out, not aws.scaling.SUSPEND_FLAGS, so that a flag the code forgets still shows here.
 SUSPENSION_FLAGS = (
     "DynamicScalingInSuspended",
     "DynamicScalingOutSuspended",
