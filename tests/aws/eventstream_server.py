@@ -72,6 +72,25 @@ class Script:
     error_body: dict[str, Any] | None = None
 
 
+def gate_full(max_queue_depth: int) -> Script:
+    """SageMaker's answer when the container's admission gate is full: its 503 inside a
+    ModelError (424), the container's JSON body as the original message."""
+    original = {
+        "error": "queue_saturated",
+        "queue_depth": max_queue_depth,
+        "max_queue_depth": max_queue_depth,
+    }
+    return Script(
+        error_status=424,
+        error_type="ModelError",
+        error_body={
+            "Message": "Received server error (503) from primary",
+            "OriginalStatusCode": 503,
+            "OriginalMessage": json.dumps(original),
+        },
+    )
+
+
 @dataclass
 class Received:
     path: str

@@ -16,6 +16,7 @@ from tests.aws.eventstream_server import (
     EventStreamServer,
     Script,
     event_stream_server,
+    gate_full,
     payload_part,
     stream_exception,
 )
@@ -101,17 +102,7 @@ def test_stream_error_midway_is_a_failed_request(server: EventStreamServer, kind
 def test_admission_gate_503_through_model_error_is_a_rejection(
     server: EventStreamServer,
 ) -> None:
-    server.scripts["full"] = Script(
-        error_status=424,
-        error_type="ModelError",
-        error_body={
-            "Message": "Received server error (503) from primary",
-            "OriginalStatusCode": 503,
-            "OriginalMessage": json.dumps(
-                {"error": "queue_saturated", "queue_depth": 8, "max_queue_depth": 8}
-            ),
-        },
-    )
+    server.scripts["full"] = gate_full(max_queue_depth=8)
     _, record = send("full")
     assert (record.status, record.error_code, record.http_status) == (
         "rejected",

@@ -20,6 +20,7 @@ from tests.aws.eventstream_server import (
     EventStreamServer,
     Script,
     event_stream_server,
+    gate_full,
     payload_part,
 )
 
@@ -78,17 +79,7 @@ def test_ttfab_is_the_first_payload_part_with_audio(
 def test_the_gates_503_in_a_model_error_is_a_rejection(
     server: EventStreamServer, tmp_path: Path
 ) -> None:
-    server.scripts["speech-full"] = Script(
-        error_status=424,
-        error_type="ModelError",
-        error_body={
-            "Message": "Received server error (503) from primary",
-            "OriginalStatusCode": 503,
-            "OriginalMessage": json.dumps(
-                {"error": "queue_saturated", "queue_depth": 8, "max_queue_depth": 8}
-            ),
-        },
-    )
+    server.scripts["speech-full"] = gate_full(max_queue_depth=8)
     rows = load(server, tmp_path, "--endpoint", "speech-full", "--rate", "3", "--duration", "1")
     assert len(rows) == 3
     assert {(r["status"], r["http_status"]) for r in rows} == {("rejected", 503)}
