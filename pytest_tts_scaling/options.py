@@ -11,7 +11,10 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.load.scenario import Scenario
 
 EndpointKind = Literal["local", "url", "sagemaker"]
 
@@ -70,7 +73,8 @@ class RunOptions:
     min_floor: int = 1
     baseline: Path | None = None
     regression_tolerance: float = 1.0
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    # The file --scenario named, as read (its settings already filled the fields above).
+    loaded_scenario: Scenario | None = field(default=None, compare=False)
 
     @property
     def kind(self) -> EndpointKind:
@@ -103,22 +107,23 @@ class RunOptions:
     def from_namespace(
         cls, values: Mapping[str, Any], scenario_dirs: Sequence[Path] = (Path("scenarios"),)
     ) -> RunOptions:
-        """Build from parsed option dests (`tts_ladder` → `ladder`); unknown keys go to `extra`.
+        """Build from parsed option dests (`tts_ladder` → `ladder`); dests that are not run
+        options (a subcommand's own arguments) are not kept.
 
         Options left unset take the scenario's values (when --scenario names one), then the
         defaults.
         """
         names = {f.name for f in fields(cls)}
         known: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
         for dest, value in values.items():
             key = dest.removeprefix("tts_")
-            (known if key in names else extra)[key] = value
+            if key in names:
+                known[key] = value
         if known.get("scenario"):
             from pytest_tts_scaling.load.scenario import load_scenario, resolve
 
             scenario = load_scenario(resolve(known["scenario"], list(scenario_dirs)))
-            extra["scenario"] = scenario
+            known["loaded_scenario"] = scenario
             for key, value in scenario.settings().items():
                 if known.get(key) is None:
                     known[key] = value
@@ -128,7 +133,7 @@ class RunOptions:
             raise argparse.ArgumentTypeError(
                 "--endpoint and --endpoint-url both given: expected at most one of them"
             )
-        return cls(**known, extra=extra)
+        return cls(**known)
 
 
 @dataclass(frozen=True)

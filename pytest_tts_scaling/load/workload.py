@@ -166,10 +166,9 @@ class Workload:
 
 def workload_for(options: RunOptions, endpoint_kind: str) -> Workload:
     """The scenario's workload when --scenario named one, else the built-in texts."""
-    scenario = options.extra.get("scenario")
-    if isinstance(scenario, Scenario):
+    if options.loaded_scenario is not None:
         return Workload.from_scenario(
-            scenario, model=options.model, component=options.inference_component
+            options.loaded_scenario, model=options.model, component=options.inference_component
         )
     base = Workload.default_for(endpoint_kind)
     return replace(base, model=options.model, component=options.inference_component)
