@@ -118,7 +118,7 @@ def test_worked_example_findings_carry_numbers() -> None:
     knee = finding(p, "knee")
     assert "concurrency 10" in knee.detail
     assert knee.verdict == "warn"  # both thresholds lie past the knee of this ladder
-    record = p.model_extra["surge_simulation"] if p.model_extra else {}
+    record = p.surge_simulation or {}
     assert 0 < record["shed_fraction"] < 0.25
     assert record["worst_ttfab_p95_ms"] <= 3000
     for f in p.findings:

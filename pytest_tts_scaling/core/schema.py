@@ -6,7 +6,7 @@ pure data (pydantic); reading and writing files lives in :mod:`pytest_tts_scalin
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -285,6 +285,12 @@ class PlanArtifact(_Model):
     findings: list[Finding]
     verdict: Verdict
     config_block: str
+    # Beyond the SPEC §5 minimum (a minimal plan has none): what the report and the registry
+    # entry read, declared so nothing reads them by name.
+    instance_type: str | None = None
+    t_total_s: float | None = None
+    knee_concurrency: float | None = None
+    surge_simulation: dict[str, Any] | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

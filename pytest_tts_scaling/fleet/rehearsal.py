@@ -131,7 +131,7 @@ def rehearsal_plan(workdir: Path, progress: Progress) -> PlanOutcome:
     progress(
         f"validate_live: plan Q_max {qmax.q_max}, target {plan.c_scale_max:g} in flight per "
         f"instance ({per_instance:g} rps), {plan.min_instances}..{plan.max_instances} instances, "
-        f"T_total {plan.t_total_s:g} s (verdict {plan.verdict})"  # type: ignore[attr-defined]
+        f"T_total {ttotal.t_total_s:g} s (verdict {plan.verdict})"
     )
     return outcome
 
@@ -152,14 +152,17 @@ class LiveRun:
 
 def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
     plan = outcome.artifact
-    surge: dict[str, Any] = plan.surge_simulation  # type: ignore[attr-defined]
+    # compute_plan always records both; a plan read from elsewhere is recomputed first.
+    assert plan.surge_simulation is not None
+    assert plan.t_total_s is not None
+    surge: dict[str, Any] = plan.surge_simulation
     inputs: dict[str, Any] = plan.inputs
     return live_traffic(
         policy=outcome.policy,
         per_instance_rps=plan.per_instance_rps_at_c_scale_max,
         base_rps=float(surge["start_rps"]),
         surge_ratio=float(surge["end_rps"]) / float(surge["start_rps"]),
-        t_total_s=float(plan.t_total_s),  # type: ignore[attr-defined]
+        t_total_s=plan.t_total_s,
         initial_instances=outcome.surge_instances,
         trough_rps=float(inputs.get("trough_rps") or 0.0),
         time_scale=time_scale,

@@ -106,7 +106,7 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         ),
         Fact("measured at", artifact.provenance.measured_at),
     ]
-    host = getattr(artifact, "host", None)
+    host = artifact.host
     if host is not None:
         gpu = f", {host.gpu}" if host.gpu else ""
         facts.append(Fact("host", f"{host.cpu_model} × {host.cpu_count}{gpu}"))

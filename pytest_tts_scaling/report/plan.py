@@ -82,8 +82,8 @@ def thresholds_svg(outcome: PlanOutcome) -> str:
         (plan.c_scale_min, "tab:green", "-", f"C_scale_min {plan.c_scale_min:g} (scale in)"),
         (plan.queue_max_depth, "tab:red", "--", f"queue_max_depth {plan.queue_max_depth}"),
     ]
-    knee = getattr(plan, "knee_concurrency", None)
-    if isinstance(knee, int | float):
+    if plan.knee_concurrency is not None:
+        knee = plan.knee_concurrency
         marks.append((knee, "tab:brown", ":", f"knee {knee:g}"))
     for x, colour, style, label in marks:
         ax.axvline(x, color=colour, linestyle=style, label=label)
@@ -120,7 +120,8 @@ def surge_svg(outcome: PlanOutcome) -> str:
     set_title(
         load,
         f"simulated surge x{plan.inputs.get('surge_ratio')} over T_total "
-        f"{getattr(plan, 't_total_s', float('nan')):g} s from {outcome.surge_instances} "
+        f"{plan.t_total_s if plan.t_total_s is not None else float('nan'):g} s from "
+        f"{outcome.surge_instances} "
         f"instances: {plan.model} on {plan.slug}",
         plan,
     )

@@ -192,7 +192,8 @@ def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
         config_block="",
         **_extras(facts),
     )
-    artifact.config_block = config_block(artifact, inputs)
+    # The registry entry is written from the plan's own fields, so it comes last.
+    artifact = artifact.model_copy(update={"config_block": config_block(artifact, inputs)})
     return PlanOutcome(artifact, curve, policy, surge_run, SURGE_LEAD_S, surge_n)
 
 

@@ -42,7 +42,7 @@ def config_block(plan: PlanArtifact, inputs: PlanInputs) -> str:
     lines = [
         f'"{plan.model}": ModelEndpointConfig(',
         f'    model_name="{plan.model}",',
-        f'    instance_type="{getattr(plan, "instance_type", "")}",',
+        f'    instance_type="{plan.instance_type or ""}",',
         f"    min_instances={plan.min_instances},  # trough {inputs.trough_rps:g} rps, floor "
         f"{inputs.min_floor}; {plan.min_safe_instances} is the smallest safe floor for scale-in",
         f"    max_instances={plan.max_instances},  # peak {inputs.peak_rps:g} rps at "
