@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message
-from tts_container.schema import SynthesisRequest
+from tts_container.request import SynthesisRequest
 from tts_container.state import AppState
 
 SAMPLE_VALUE = 0.25

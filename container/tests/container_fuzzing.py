@@ -22,7 +22,7 @@ from websockets.sync.client import ClientConnection
 
 VOICES = ("af_heart", "am_adam")
 MAX_TEXT_CHARS = 5000
-BODY_LIMIT = MAX_TEXT_CHARS * 12 + 64 * 1024  # tts_container.schema.body_limit
+BODY_LIMIT = MAX_TEXT_CHARS * 12 + 64 * 1024  # tts_container.request.body_limit
 RAW_READ_S = 0.25  # how long a raw probe waits for more bytes once the server went quiet
 
 

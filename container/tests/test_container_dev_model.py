@@ -10,7 +10,7 @@ import pytest
 from tts_container import dev_model
 from tts_container.dev_model import MANIFEST_NAME, dev_model_dir, ensure_dev_model
 from tts_container.engine import synthesize_all
-from tts_container.schema import SynthesisRequest
+from tts_container.request import SynthesisRequest
 from tts_container.settings import Settings
 
 if TYPE_CHECKING:  # torch loads on first use, not at collection

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from container_fakes import WAIT_S, FakeEngine
 from tts_container.concurrency import InferenceExecutor, SynthesisCancelled
+from tts_container.request import SynthesisRequest
 from tts_container.scheduler import Policy, SegmentQueue, Stream
-from tts_container.schema import SynthesisRequest
 from tts_container.settings import Settings
 
 EDF = Policy(mode="edf", batch_max=1, margin_s=0.0, max_wait_s=100.0)

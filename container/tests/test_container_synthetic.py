@@ -21,7 +21,7 @@ import pytest
 from container_fakes import HttpResult, post, running
 from tts_container.app import create_app
 from tts_container.metrics import MetricsLog
-from tts_container.schema import SynthesisRequest
+from tts_container.request import SynthesisRequest
 from tts_container.segmenter import split_segments
 from tts_container.settings import Settings, SettingsError
 from tts_container.synthetic import SyntheticEngine

@@ -40,8 +40,7 @@ from tts_container.errors import ErrorResponse
 from tts_container.gate import AdmissionGate, InFlight
 from tts_container.markers import emit_marker
 from tts_container.metrics import MetricsLog, RequestMetrics
-from tts_container.scheduler import Policy
-from tts_container.schema import (
+from tts_container.request import (
     RequestError,
     SynthesisRequest,
     body_limit,
@@ -51,6 +50,7 @@ from tts_container.schema import (
     new_request_id,
     parse_request,
 )
+from tts_container.scheduler import Policy
 from tts_container.settings import Settings
 from tts_container.state import AppState, EngineFactory
 from tts_container.websocket import WEBSOCKET_PATH, websocket_session

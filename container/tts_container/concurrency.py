@@ -22,8 +22,8 @@ from itertools import groupby
 from typing import Any
 
 from tts_container.engine import Engine, Samples
+from tts_container.request import SynthesisRequest
 from tts_container.scheduler import Policy, SegmentQueue, Stream
-from tts_container.schema import SynthesisRequest
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tts_container.device import check_device
-from tts_container.schema import SynthesisRequest
+from tts_container.request import SynthesisRequest
 from tts_container.segmenter import cut_long, split_segments
 from tts_container.settings import Settings
 

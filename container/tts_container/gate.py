@@ -18,7 +18,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tts_container.errors import error_body, error_headers
-from tts_container.schema import is_valid_request_id, new_request_id
+from tts_container.request import is_valid_request_id, new_request_id
 
 SHUTTING_DOWN = "shutting_down"
 

@@ -19,7 +19,7 @@ import numpy as np
 from tts_container.dev_model import VOICES
 from tts_container.engine import KOKORO_SAMPLE_RATE, MAX_SEGMENT_CHARS, Samples
 from tts_container.markers import emit_marker
-from tts_container.schema import SynthesisRequest
+from tts_container.request import SynthesisRequest
 from tts_container.segmenter import split_segments
 from tts_container.settings import Settings
 

@@ -34,7 +34,7 @@ from tts_container.concurrency import SynthesisCancelled, SynthesisFailed, Synth
 from tts_container.errors import shorten
 from tts_container.gate import SHUTTING_DOWN
 from tts_container.metrics import RequestMetrics
-from tts_container.schema import (
+from tts_container.request import (
     RequestError,
     SynthesisRequest,
     body_limit,
