@@ -13,6 +13,7 @@ from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras, render, rung_table_html
 from pytest_tts_scaling.report.plots import ladder_svg
 from pytest_tts_scaling.steps.qmax import LadderResult
+from pytest_tts_scaling.steps.qmax_words import no_qmax_message
 
 pytestmark = pytest.mark.qmax
 
@@ -22,25 +23,6 @@ def test_qmax_found(tts_ladder: LadderResult, tts_report: ReportExtras) -> None:
     tts_report.artifact(artifact, tts_ladder.path)
     tts_report.html(rung_table_html(artifact), name="rungs")
     assert artifact.q_max is not None, no_qmax_message(artifact)
-
-
-def no_qmax_message(artifact: QmaxArtifact) -> str:
-    """Why no rung passed, naming errors apart from latency (a broken endpoint is not slow)."""
-    from pytest_tts_scaling.steps.qmax_words import verdict_words
-
-    first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
-    if first is not None and first.fail_reason == "errors":
-        return f"{verdict_words(artifact)}: the endpoint answers without audio, it is not slow"
-    from pytest_tts_scaling.steps.qmax_words import trust_lines
-
-    p95 = first.goodput_ttfab_p95_ms if first is not None else None
-    figure = "n/a" if p95 is None else f"{p95:.0f} ms"
-    lowest = "none measured" if first is None else f"N={first.concurrency} p95 {figure}"
-    if first is not None and not first.usable:
-        lowest += f", unusable ({first.unusable_reason})"
-    causes = [line.removeprefix("qmax: ") for line in trust_lines(artifact)]
-    advice = "; ".join(causes) or "raise --slo-ms, or find out why one request alone is this slow"
-    return f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
 
 
 def test_qmax_bracketed(tts_ladder: LadderResult, tts_options: RunOptions) -> None:

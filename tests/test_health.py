@@ -234,3 +234,16 @@ def test_under_pytest_a_dead_endpoint_is_an_error_not_a_failure(
     assert outcomes.get("failed", 0) == 0
     assert outcomes.get("passed", 0) == 0
     result.stdout.fnmatch_lines([f"*EndpointUnavailable: endpoint {url} does not answer*"])
+
+
+def test_the_command_line_says_why_no_rung_passed_as_pytest_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every rung slower than the SLO: `tts-bench qmax` exits 1 naming the lowest rung's p95,
+    the same words as `pytest -m qmax` (steps.qmax_words.no_qmax_message)."""
+    with SerialStreamServer(service_s=0.05, first_audio_s=0.03) as server:
+        args = ["qmax", "--endpoint-url", server.base_url, "--ladder", "1,2", "--slo-ms", "10"]
+        timing = ["--hold-s", "1.5", "--measure-s", "1", "--gap-s", "0"]
+        assert cli.main([*args, *timing, "--artifacts-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "qmax: FAIL: no rung met p95 TTFAB <= 10 ms; lowest rung N=1 p95 " in out

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         load_baseline,
     )
     from pytest_tts_scaling.steps.qmax import run_ladder
-    from pytest_tts_scaling.steps.qmax_words import describe_schedule
+    from pytest_tts_scaling.steps.qmax_words import describe_schedule, no_qmax_message
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
     settings = RunOptions.from_namespace(values).for_kind()
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             print(line)
         regressed = not comparison.ok
     if result.artifact.q_max is None:
-        print("qmax: FAIL: no rung met the SLO")
+        print(f"qmax: FAIL: {no_qmax_message(result.artifact)}")
         return 1
     if (floor := below_minimum(result.artifact, settings.run)) is not None:
         print(f"qmax: FAIL: {floor}")

@@ -76,6 +76,21 @@ def verdict_words(a: QmaxArtifact) -> str:
     return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
 
 
+def no_qmax_message(artifact: QmaxArtifact) -> str:
+    """Why no rung passed, naming errors apart from latency (a broken endpoint is not slow)."""
+    first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
+    if first is not None and first.fail_reason == "errors":
+        return f"{verdict_words(artifact)}: the endpoint answers without audio, it is not slow"
+    p95 = first.goodput_ttfab_p95_ms if first is not None else None
+    figure = "n/a" if p95 is None else f"{p95:.0f} ms"
+    lowest = "none measured" if first is None else f"N={first.concurrency} p95 {figure}"
+    if first is not None and not first.usable:
+        lowest += f", unusable ({first.unusable_reason})"
+    causes = [line.removeprefix("qmax: ") for line in trust_lines(artifact)]
+    advice = "; ".join(causes) or "raise --slo-ms, or find out why one request alone is this slow"
+    return f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
+
+
 def fail_words(rung: Rung, slo_ms: float) -> str:
     if rung.fail_reason == "errors":
         share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
