@@ -68,9 +68,14 @@ def deployed_run(options: RunOptions, workdir: Path, progress: Callable[[str], N
     from pytest_tts_scaling.errors import InputError
 
     assert options.endpoint is not None
+    from pytest_tts_scaling.load.host import usable_cores
+
     load_args = ["--model", options.model, "--transport", options.transport]
     if options.scenario:
         load_args += ["--scenario", options.scenario]
+    if (cores := len(usable_cores())) > 1:
+        # A fleet's peak is more streams than one process keeps time for: one per core.
+        load_args += ["--processes", str(cores)]
     try:
         if options.inference_component:
             raise InputError(
