@@ -239,7 +239,15 @@ def concurrency_maxima(
     log: Callable[[str], None] = lambda line: None,
 ) -> list[Datapoint]:
     """The tracked metric's 10 s Maxima over [start, end]; it arrives minutes late, so this
-    waits (bounded by `max_lag_s` after `end`) until a datapoint reaches the last periods."""
+    waits (bounded by `max_lag_s` after `end`) until a datapoint reaches the last periods.
+
+    The query starts at the period that holds `start` (CloudWatch's periods sit on the clock's
+    multiples of 10 s): from `start` itself, the period it falls in would be left out, and the
+    requests of the run's first seconds would have no reading.
+    """
+    start = datetime.fromtimestamp(
+        math.floor(start.timestamp() / PERIOD_S) * PERIOD_S, start.tzinfo
+    )
     deadline = end + timedelta(seconds=max_lag_s)
     announced = False
     while True:

@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import shutil
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -241,6 +242,23 @@ def test_concurrency_maxima_read_back_what_cloudwatch_holds(clients: AwsClients)
     ]
 
 
+def test_a_run_that_starts_mid_period_reads_the_period_it_starts_in(clients: AwsClients) -> None:
+    """CloudWatch's periods sit on the clock's 10 s; a run starting 3 s into one still gets a
+    reading for its first seconds."""
+    endpoint = unique()
+    period = datetime.fromtimestamp((time.time() - 1200) // 10 * 10, UTC)
+    values = [(period + timedelta(seconds=10 * i), float(i + 1)) for i in range(6)]
+    put_concurrency(endpoint, "AllTraffic", values)
+    start, end = period + timedelta(seconds=3), period + timedelta(seconds=55)
+    points = aws_live.concurrency_maxima(
+        clients.cloudwatch, ScalingScope(endpoint, "AllTraffic"), start, end, clock=clients.clock
+    )
+    assert points[0].start_ns == round(period.timestamp() * 1e9)
+    first_request = {"epoch_start_ns": round(start.timestamp() * 1e9) + 10**8, "status": "ok"}
+    (dispatch,) = aws_live.dispatches([first_request], points, "speech-live/AllTraffic")
+    assert dispatch.in_flight_before == 1.0
+
+
 def test_concurrency_maxima_wait_bounded_for_the_metric_to_cover_the_run(
     clients: AwsClients, fake_clock: FakeClock
 ) -> None:
@@ -299,7 +317,8 @@ def test_the_deployed_replay_end_to_end_on_the_stand_in_and_moto(
     deployed = deploy(unique(), instances=2, metric_data=False)
     small = small_story()
     monkeypatch.setattr(rehearsal, "traffic_for", lambda outcome, time_scale: small)
-    now = datetime.now(UTC).replace(microsecond=0)
+    # On the clock's 10 s periods, as CloudWatch holds a high-resolution metric.
+    now = datetime.fromtimestamp(time.time() // 10 * 10, UTC)
     put_concurrency(
         deployed.endpoint,
         deployed.variant,
