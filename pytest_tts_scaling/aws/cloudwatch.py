@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_tts_scaling.aws.clients import Clock, aws_errors
 from pytest_tts_scaling.aws.scaling import ScalingScope
@@ -29,6 +29,8 @@ OLDEST_PERIOD_S = 3600
 # The metric lags about 2 minutes; past this after the last window the join takes what it has.
 MAX_LAG_S = 6 * 60.0
 POLL_S = 20.0
+
+T = TypeVar("T")
 
 
 def period_for(start: datetime, now: datetime) -> int:
@@ -45,6 +47,31 @@ class _Window:
     period: int = PERIOD_S
     maximum: float | None = None
     complete: bool = False
+
+
+def wait_for_metric(
+    query: Callable[[], T],
+    done: Callable[[T], bool],
+    awaited: Callable[[T], str],
+    *,
+    deadline: datetime,
+    clock: Clock,
+    poll_s: float,
+    log: Callable[[str], None],
+) -> T:
+    """Query until `done` or `deadline`: CloudWatch publishes minutes late. The wait is said
+    once, naming what is `awaited`; the last answer is returned either way."""
+    announced = False
+    while True:
+        answer = query()
+        now = clock.now()
+        if done(answer) or now >= deadline:
+            return answer
+        if not announced:
+            left = (deadline - now).total_seconds()
+            log(f"waiting up to {left:.0f} s for CloudWatch {awaited(answer)}")
+            announced = True
+        clock.sleep(min(poll_s, max(1.0, (deadline - now).total_seconds())))
 
 
 def annotate_rungs(
@@ -83,23 +110,23 @@ def annotate_rungs(
     deadline = max(w.end for w in windows) + timedelta(seconds=max_lag_s)
     scope = ScalingScope(endpoint, variant, component)
     metric, dimensions = scope.metric, scope.metric_dimensions
-    announced = False
+
+    def query() -> list[_Window]:
+        for window in windows:
+            if not window.complete:
+                _query(cloudwatch, window, metric, dimensions)
+        return [w for w in windows if not w.complete]
+
     with aws_errors():
-        while True:
-            for window in windows:
-                if not window.complete:
-                    _query(cloudwatch, window, metric, dimensions)
-            pending = [w for w in windows if not w.complete]
-            now = clock.now()
-            if not pending or now >= deadline:
-                break
-            if not announced:
-                log(
-                    f"waiting up to {(deadline - now).total_seconds():.0f} s for CloudWatch "
-                    f"{metric} to cover {len(pending)} rung window(s)"
-                )
-                announced = True
-            clock.sleep(min(poll_s, max(1.0, (deadline - now).total_seconds())))
+        wait_for_metric(
+            query,
+            lambda pending: not pending,
+            lambda pending: f"{metric} to cover {len(pending)} rung window(s)",
+            deadline=deadline,
+            clock=clock,
+            poll_s=poll_s,
+            log=log,
+        )
     missing = [rungs[w.index].concurrency for w in windows if w.maximum is None]
     if missing:
         log(f"CloudWatch {metric}: no datapoints for rung(s) {missing}; cw_ratio left empty")

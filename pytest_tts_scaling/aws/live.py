@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_tts_scaling.artifacts import write_atomic
 from pytest_tts_scaling.aws.clients import AwsCallError, AwsClients, Clock, aws_errors
-from pytest_tts_scaling.aws.cloudwatch import MAX_LAG_S, NAMESPACE, PERIOD_S, POLL_S
+from pytest_tts_scaling.aws.cloudwatch import (
+    MAX_LAG_S,
+    NAMESPACE,
+    PERIOD_S,
+    POLL_S,
+    wait_for_metric,
+)
 from pytest_tts_scaling.aws.fingerprint import describe_endpoint, read_deployment
 from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.errors import InputError
@@ -248,21 +254,16 @@ def concurrency_maxima(
     start = datetime.fromtimestamp(
         math.floor(start.timestamp() / PERIOD_S) * PERIOD_S, start.tzinfo
     )
-    deadline = end + timedelta(seconds=max_lag_s)
-    announced = False
-    while True:
-        points = _maxima(cloudwatch, scope, start, end)
-        covered = bool(points) and points[-1].start_ns >= _ns(end) - 2 * PERIOD_S * 10**9
-        now = clock.now()
-        if covered or now >= deadline:
-            return points
-        if not announced:
-            log(
-                f"waiting up to {(deadline - now).total_seconds():.0f} s for CloudWatch "
-                f"{scope.metric} to cover the run"
-            )
-            announced = True
-        clock.sleep(min(poll_s, max(1.0, (deadline - now).total_seconds())))
+    last = _ns(end) - 2 * PERIOD_S * 10**9
+    return wait_for_metric(
+        lambda: _maxima(cloudwatch, scope, start, end),
+        lambda points: bool(points) and points[-1].start_ns >= last,
+        lambda points: f"{scope.metric} to cover the run",
+        deadline=end + timedelta(seconds=max_lag_s),
+        clock=clock,
+        poll_s=poll_s,
+        log=log,
+    )
 
 
 def _maxima(
