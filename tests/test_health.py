@@ -129,6 +129,7 @@ def test_a_healthy_endpoint_passes_the_probe_with_one_request() -> None:
         probe = require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=5)
     assert probe.healthy
     assert probe.summary()["requests"] == 1
+    assert 0.015 <= probe.quietest_s < 1.0  # its first audio came after 20 ms
     assert probe.answer is not None
     assert probe.answer.rung == 0
 
@@ -247,3 +248,11 @@ def test_the_command_line_says_why_no_rung_passed_as_pytest_does(
         assert cli.main([*args, *timing, "--artifacts-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "qmax: FAIL: no rung met p95 TTFAB <= 10 ms; lowest rung N=1 p95 " in out
+
+
+def test_the_stall_bound_grows_with_the_longest_silence_of_a_lone_request() -> None:
+    # A CPU server computing a 3.6 s segment before sending it is slow, not stopped: at three
+    # times that silence its streams are cut, not at twice the SLO.
+    assert stall_bound_s(3000) == 6.0
+    assert stall_bound_s(3000, quietest_s=3.6) == pytest.approx(10.8)
+    assert stall_bound_s(200, quietest_s=0.05) == 5.0

@@ -1,15 +1,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.disciplines import Faults
-from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.core.verdicts import RungInputs, judge
 from pytest_tts_scaling.load.engine import ClosedLoop
-from pytest_tts_scaling.load.transports import admission_bound, error_outcome
+from pytest_tts_scaling.load.transports import Session, Transport, admission_bound, error_outcome
 from pytest_tts_scaling.load.transports.balanced import LeastOutstandingTransport
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
@@ -127,3 +129,100 @@ def test_a_stalled_answer_is_cut_at_the_stall_bound_not_drained_for_30_s() -> No
     assert {r.error_code for r in records[4:]} <= {"stalled", "cancelled_at_drain"}
     assert silent  # nothing was answered for the stall bound: the endpoint stopped answering
     assert stop_s < 2.0
+
+
+def test_a_request_queued_past_the_bound_behind_a_live_stream_waited_it_did_not_stall() -> None:
+    # One slot, each answer streaming for 1.2 s: of two workers, one waits ~1.2 s for its first
+    # audio while the other's audio flows. Cut at the 0.5 s bound, that wait is a queue. (This
+    # server keeps a cut request's slot, so after it nothing flows: stop at the first answer.)
+    workload = Workload()
+    with SerialStreamServer(service_s=1.2, first_audio_s=0.05, chunks=12) as server:
+
+        async def go() -> tuple[list[RequestRecord], bool]:
+            loop = ClosedLoop(
+                HttpStreamTransport(server.base_url),
+                lambda w, s: workload.request(2, w, s),
+                concurrency=2,
+                stall_s=0.5,
+            )
+            loop.start()
+            await loop.wait_for(
+                lambda: (
+                    any(r.status == "ok" for r in loop.records)
+                    and any(r.error_code == "waited_past_bound" for r in loop.records)
+                ),
+                timeout_s=30,
+            )
+            silent = loop.stopped_answering.is_set()
+            await loop.stop(drain_s=0)
+            return list(loop.records), silent
+
+        records, silent = asyncio.run(go())
+    codes = Counter(r.error_code for r in records)
+    assert codes["waited_past_bound"] >= 1
+    assert "stalled" not in codes
+    assert not silent
+    waited = next(r for r in records if r.error_code == "waited_past_bound")
+    assert (waited.status, waited.ttfab_ms) == ("timeout", None)
+    assert 0.5 <= waited.latency_ms / 1000 < 1.2
+
+
+class _PausingSession:
+    """Answers like a server computing long segments: first audio at once, then `pause_s` of
+    silence, then the rest; with `pause_s` 0 a chunk every 50 ms for `span_s`."""
+
+    def __init__(self, pause_s: float, span_s: float):
+        self.pause_s, self.span_s = pause_s, span_s
+
+    async def send(self, request: RequestSpec, timer: StreamTimer) -> None:
+        timer.started()
+        timer.http_status = 200
+        timer.body(b"\0" * 4800)
+        if self.pause_s:
+            await asyncio.sleep(self.pause_s)
+        else:
+            for _ in range(int(self.span_s / 0.05)):
+                await asyncio.sleep(0.05)
+                timer.body(b"\0" * 4800)
+        timer.body(b"\0" * 4800)
+        timer.finished("ok")
+
+
+class _PausingTransport(Transport):
+    """Worker sessions in order: the first pauses, the others stream steadily."""
+
+    name = "pausing"
+
+    def __init__(self, pause_s: float):
+        self.pause_s = pause_s
+        self.opened = 0
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[Session]:
+        self.opened += 1
+        yield _PausingSession(self.pause_s if self.opened == 1 else 0.0, 1.5 * self.pause_s)
+
+
+def test_a_silent_stream_of_a_live_endpoint_underruns_and_is_not_cut() -> None:
+    # After its first audio, one stream hears nothing for three stall bounds while the other
+    # streams steadily: an endpoint that answers is slow on that stream, not stopped.
+    workload = Workload()
+
+    async def go() -> tuple[list[RequestRecord], bool]:
+        loop = ClosedLoop(
+            _PausingTransport(pause_s=0.9),
+            lambda w, s: workload.request(2, w, s),
+            concurrency=2,
+            stall_s=0.3,
+        )
+        loop.start()
+        await loop.wait_for(lambda: any(r.worker == 0 for r in loop.records), timeout_s=30)
+        silent = loop.stopped_answering.is_set()
+        await loop.stop(drain_s=0)
+        return list(loop.records), silent
+
+    records, silent = asyncio.run(go())
+    paused = next(r for r in records if r.worker == 0)
+    assert (paused.status, paused.error_code) == ("ok", None)
+    assert max(paused.gaps_ms) >= 900
+    assert not silent

@@ -11,6 +11,7 @@ from pytest_tts_scaling.core.schema import Interval, Rung
 from pytest_tts_scaling.core.search import next_step
 from pytest_tts_scaling.core.verdicts import (
     RungInputs,
+    clearly_above,
     judge,
     select_qmax,
     standing,
@@ -139,6 +140,32 @@ def test_a_few_errors_are_tolerated_but_still_count_in_the_p95() -> None:
     # An ok answer without audio bytes is a failure too.
     silent = [*window[:-1], record(199, ttfab=None)]
     assert judge(inputs(silent), slo_ms=500).errors_by_kind == {"no_audio": 1}
+
+
+def test_a_request_that_waited_past_the_bound_is_slow_not_an_error() -> None:
+    # A one-slot server with a queue: 2% of requests were cut waiting for their first audio while
+    # the endpoint answered the others. They count above the SLO, not as errors.
+    waited = [
+        record(i, ttfab=None, status="timeout", error_code="waited_past_bound") for i in range(4)
+    ]
+    window = [record(i, ttfab=float(i % 100)) for i in range(196)] + waited
+    passing = judge(inputs(window), slo_ms=500)
+    assert (passing.meets_slo, passing.failed, passing.waited_past_bound) == (True, 0, 4)
+    assert passing.errors_by_kind == {}
+    # More than 5% of them: the p95 is past the SLO and the rung fails for it, not for errors.
+    many = [record(i, ttfab=50.0) for i in range(80)] + [
+        record(80 + i, ttfab=None, status="timeout", error_code="waited_past_bound")
+        for i in range(20)
+    ]
+    failing = judge(inputs(many), slo_ms=500)
+    assert (failing.usable, failing.fail_reason, failing.failed) == (True, "slo", 0)
+    # Every request waited: a clear failure, not a rung where nothing could be measured.
+    queue = [
+        record(i, ttfab=None, status="timeout", error_code="waited_past_bound") for i in range(40)
+    ]
+    swamped = judge(inputs(queue), slo_ms=500)
+    assert (swamped.usable, swamped.fail_reason) == (True, "slo")
+    assert clearly_above(swamped, 500)
 
 
 SLO = 1000.0

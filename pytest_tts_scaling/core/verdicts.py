@@ -2,7 +2,9 @@
 
 Goodput: every request that started in the measure window counts. One that ended without audio
 (an error, a timeout, an answer with no audio) counts as a TTFAB above the SLO in the p95, and
-more than 1% of them fail the rung with reason `errors`. Rejections (503/408/429) mean the
+more than 1% of them fail the rung with reason `errors`. A request cut after waiting the stall
+bound for its first audio while the endpoint answered others (`waited_past_bound`) is slow, not
+an error: above the SLO in the p95, and not among the errors. Rejections (503/408/429) mean the
 admission gate set the rung (`gate_limited`, unusable), not the server's latency.
 """
 
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
 from pytest_tts_scaling.core.schema import Rung
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
 
@@ -86,8 +88,8 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
     lag, bound = inputs.client_lag_p99_ms, inputs.client_lag_bound_ms
     if lag is not None and bound is not None and lag > bound:
         return "client_saturated"
-    if not ok:
-        return "nothing_completed"
+    if not ok and not any(waited_past_bound(r) for r in window):
+        return "nothing_completed"  # (every request waiting past the bound is a clear failure)
     if rejected / len(window) > MAX_REJECTED_SHARE:
         return "gate_limited"
     if too_many_errors(window):
@@ -102,9 +104,19 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
     return None
 
 
+def waited_past_bound(record: RequestRecord) -> bool:
+    """Cut after waiting the stall bound for its first audio while others were answered."""
+    return record.error_code == WAITED_PAST_BOUND
+
+
 def without_audio(window: Sequence[RequestRecord]) -> list[RequestRecord]:
-    """Requests that ended without audio: errors, timeouts, answers with none (not rejections)."""
-    return [r for r in window if not delivered(r) and r.status != "rejected"]
+    """Requests that failed without audio: errors, timeouts, answers with none (not rejections,
+    not requests that waited past the bound in a queue)."""
+    return [
+        r
+        for r in window
+        if not delivered(r) and r.status != "rejected" and not waited_past_bound(r)
+    ]
 
 
 def too_many_errors(window: Sequence[RequestRecord]) -> bool:
@@ -149,6 +161,7 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
         completed=len(ok),
         rejected=sum(1 for r in window if r.status == "rejected"),
         failed=len(no_audio),
+        waited_past_bound=sum(1 for r in window if waited_past_bound(r)),
         measure_s=inputs.measure_s,
         throughput_rps=len(ok) * per_s,
         concurrency_mean=inputs.concurrency_mean,

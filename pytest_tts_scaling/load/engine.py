@@ -4,9 +4,11 @@ A slow server cannot make a closed loop send less than N (no coordinated omissio
 sends its next request the moment the previous one ends. Every loop here is bounded by time.
 
 The engine also watches the endpoint (and, through :class:`LoopMonitor`, itself): a request
-that hears nothing for the stall bound is cut (`stalled`), and a loop that sees no answer at all
-for that long says the endpoint stopped answering, so a dead or stalled server ends a rung in
-seconds.
+that hears nothing for the stall bound is cut, and a loop that sees no answer at all for that
+long says the endpoint stopped answering, so a dead or stalled server ends a rung in seconds. A
+request still waiting for its first audio while others are answered is cut as
+`waited_past_bound` (a queue, not a fault); once audio flows, a silent stream of a live endpoint
+is an underrun and is not cut; when nothing is answered, everything open is cut as `stalled`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
+from pytest_tts_scaling.core.records import (
+    STALLED,
+    WAITED_PAST_BOUND,
+    RequestRecord,
+    RequestSpec,
+    StreamTimer,
+)
 from pytest_tts_scaling.core.schema import ClientTiming
 from pytest_tts_scaling.load.monitor import LoopMonitor, quiet_gc
 from pytest_tts_scaling.load.transports import Session, Transport
@@ -33,22 +41,27 @@ STALL_SCAN_S = 0.1
 # The stall bound: no byte for this long is not a slow answer but no answer (SPEC §4 health).
 STALL_FLOOR_S = 5.0
 STALL_SLO_FACTOR = 2.0
+# With more streams in flight one stream's silences grow; this many times the longest silence of a
+# lone request is still a slow endpoint, not a stopped one.
+STALL_ALONE_FACTOR = 3.0
 
 MakeRequest = Callable[[int, int], RequestSpec]
 ShouldExtend = Callable[[list[RequestRecord]], bool]
 
 
-def stall_bound_s(slo_ms: float) -> float:
-    """How long a request may hear nothing before it counts as stalled: past twice the SLO its
-    TTFAB is a failure whatever comes, and a few seconds absorb a pause of the network."""
-    return max(STALL_FLOOR_S, STALL_SLO_FACTOR * slo_ms / 1000.0)
+def stall_bound_s(slo_ms: float, quietest_s: float = 0.0) -> float:
+    """How long a request may hear nothing before it is cut: past twice the SLO its TTFAB is a
+    failure whatever comes, and a few seconds absorb a pause of the network. `quietest_s`, the
+    longest silence of one request alone (the health probe's), raises it: an endpoint that
+    computes a segment for seconds before sending it is slow, not stopped."""
+    return max(STALL_FLOOR_S, STALL_SLO_FACTOR * slo_ms / 1000.0, STALL_ALONE_FACTOR * quietest_s)
 
 
 class ClosedLoop:
     """N workers over one transport until :meth:`stop`; records accumulate as requests end.
 
-    With `stall_s`, a request that hears nothing for that long is cut as `stalled`, and when no
-    request has been answered for that long :attr:`stopped_answering` is set and :meth:`wait`
+    With `stall_s`, a request that hears nothing for that long is cut, and when no request has
+    been answered for that long :attr:`stopped_answering` is set and :meth:`wait`
     returns early.
     """
 
@@ -77,7 +90,8 @@ class ClosedLoop:
         self._tasks: list[asyncio.Task[None]] = []
         self._watchers: list[asyncio.Task[object]] = []
         self._open: dict[int, StreamTimer] = {}
-        self._cut: set[int] = set()
+        # Workers whose request is being cut for silence, and the code it ends with.
+        self._cut: dict[int, str] = {}
         self._last_answer_ns = 0
 
     def start(self) -> ClosedLoop:
@@ -146,22 +160,22 @@ class ClosedLoop:
         while True:
             await asyncio.sleep(STALL_SCAN_S)
             now = time.perf_counter_ns()
-            answering = now - self._last_answer_ns < stall_ns
-            for index, timer in list(self._open.items()):
-                if timer.end_ns is not None:
+            running = [(i, t) for i, t in self._open.items() if t.end_ns is None]
+            quiet = {i: now - (t.last_activity_ns or now) for i, t in running}
+            # Answering: something came back within the bound, or audio flows on a long answer.
+            answering = now - self._last_answer_ns < stall_ns or any(
+                t.first_audio_ns is not None and quiet[i] < stall_ns for i, t in running
+            )
+            for index, timer in running:
+                if index in self._cut:
                     continue
-                quiet_ns = now - (timer.last_activity_ns or now)
-                if quiet_ns >= stall_ns and index not in self._cut:
-                    self._cut.add(index)
-                    self._tasks[index].cancel()
-                elif timer.first_audio_ns is not None and quiet_ns < stall_ns:
-                    answering = True  # audio is flowing on a long answer
+                if answering and (timer.first_audio_ns is not None or quiet[index] < stall_ns):
+                    continue  # a silent stream of a live endpoint underruns: it is not cut
+                # Past the bound with no audio while others are answered: it waited in a queue.
+                # When nothing is answered, everything open is stalled.
+                self._cut[index] = WAITED_PAST_BOUND if answering else STALLED
+                self._tasks[index].cancel()
             if not answering:
-                # The endpoint has been silent for the bound: what is still open is stalled too.
-                for index, timer in self._open.items():
-                    if timer.end_ns is None and index not in self._cut:
-                        self._cut.add(index)
-                        self._tasks[index].cancel()
                 self.stopped_answering.set()
 
     async def _worker(self, index: int) -> None:
@@ -176,8 +190,8 @@ class ClosedLoop:
                         spec = self.make_request(index, seq)
                         seq += 1
                         timer = await self._exchange(index, session, spec)
-                        if timer.error_code == "stalled":
-                            break  # the session was cut mid-answer: open a new one
+                        if timer.error_code in (STALLED, WAITED_PAST_BOUND):
+                            break  # the session was cut mid-exchange: open a new one
                         if timer.status in ("rejected", "error"):
                             await asyncio.sleep(REJECTION_BACKOFF_S)
             except asyncio.CancelledError:
@@ -197,19 +211,19 @@ class ClosedLoop:
                 await asyncio.sleep(REJECTION_BACKOFF_S)
 
     async def _exchange(self, index: int, session: Session, spec: RequestSpec) -> StreamTimer:
-        """One request on the worker's session, cut as `stalled` if it hears nothing too long."""
+        """One request on the worker's session, cut if it hears nothing too long."""
         timer = StreamTimer(spec.audio, decoder=spec.decoder())
         self._open[index] = timer
         try:
             await session.send(spec, timer)
         except asyncio.CancelledError:
-            if index not in self._cut:
+            code = self._cut.pop(index, None)
+            if code is None:
                 raise
-            self._cut.discard(index)
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            timer.finished("timeout", "stalled")
+            timer.finished("timeout", code)
         finally:
             del self._open[index]
             if timer.start_ns is not None:

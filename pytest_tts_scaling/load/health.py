@@ -50,6 +50,14 @@ class Probe:
     def answer(self) -> RequestRecord | None:
         return next((r for r in self.records if r.status == "ok"), None)
 
+    @property
+    def quietest_s(self) -> float:
+        """The longest the answer was silent: before its first audio, or between two chunks."""
+        answer = self.answer
+        if answer is None:
+            return 0.0
+        return max([answer.ttfab_ms or 0.0, *answer.gaps_ms]) / 1000.0
+
     def summary(self) -> dict[str, object]:
         """The artifact's note of the probe: how many requests, and the answer or the failure."""
         answer = self.answer

@@ -119,6 +119,7 @@ def run_ladder(
 
     probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
     health = require_answer(endpoint, run.transport, probe_request, stall_s=probe_stall_s)
+    stall_s = stall_bound_s(settings.slo_ms, health.quietest_s)
     check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")
@@ -207,6 +208,7 @@ def run_ladder(
                 inputs_path,
                 progress=progress,
                 eta_s=eta_s,
+                stall_s=stall_s,
             )
             seen = silence_after(
                 endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s

@@ -21,7 +21,7 @@ from pytest_tts_scaling.core.stats import time_weighted_in_flight
 from pytest_tts_scaling.core.timeline import from_epoch_ns, iso
 from pytest_tts_scaling.core.verdicts import RungInputs, goodput_ttfab_ms, judge, straddles_slo
 from pytest_tts_scaling.endpoints.base import Endpoint
-from pytest_tts_scaling.load.engine import RungRun, run_rung, stall_bound_s
+from pytest_tts_scaling.load.engine import RungRun, run_rung
 from pytest_tts_scaling.load.health import learn_admission_bound
 from pytest_tts_scaling.load.host import load_average
 from pytest_tts_scaling.load.monitor import client_lag_bound_ms
@@ -56,8 +56,12 @@ def measure_rung(
     *,
     progress: Progress,
     eta_s: Callable[[float], float],
+    stall_s: float,
 ) -> tuple[Rung, RungRun]:
-    """The judged rung and what the engine heard during it; progress lines while it runs."""
+    """The judged rung and what the engine heard during it; progress lines while it runs.
+
+    `stall_s`: how long a request may wait for its first audio (engine.stall_bound_s).
+    """
     concurrency = step.concurrency
     before = endpoint.instance_count()
     inputs: list[dict[str, object]] = []
@@ -91,7 +95,7 @@ def measure_rung(
                     measure_s=settings.measure_s,
                     should_extend=extension_rule(settings.slo_ms),
                     max_extensions=MOST_EXTENSIONS,
-                    stall_s=stall_bound_s(settings.slo_ms),
+                    stall_s=stall_s,
                     on_record=heard.append,
                 )
             finally:

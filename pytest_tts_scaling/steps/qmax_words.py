@@ -159,6 +159,8 @@ def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) ->
     )
     p95_text = "n/a" if p95 is None else f"{p95:.0f} ms"
     errors = f", {rung.failed} without audio" if rung.failed else ""
+    if rung.waited_past_bound:
+        errors += f", {rung.waited_past_bound} waited past the stall bound"
     again = f", measurement {rung.remeasured + 1}" if rung.remeasured else ""
     return (
         f"qmax N={rung.concurrency:<4} {rung.phase:<9} p95 TTFAB {p95_text} (SLO {slo_ms:g} ms) "
