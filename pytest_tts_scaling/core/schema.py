@@ -161,6 +161,8 @@ class Rung(_Model):
     audio_throughput: float | None = None
     phase: Literal["ladder", "refine", "search", "remeasure", "retest"] = "ladder"
     extensions: int = Field(default=0, ge=0)
+    # The window ended before its time: what it held was already a clear failure.
+    ended_early: bool = False
     run: int = Field(default=1, ge=1)
     window_start: str | None = None
     window_end: str | None = None

@@ -45,8 +45,17 @@ STALL_SLO_FACTOR = 2.0
 # lone request is still a slow endpoint, not a stopped one.
 STALL_ALONE_FACTOR = 3.0
 
+# A rung may end before its window does only after this share of the window, and is asked
+# whether to about ten times a window (never more often than EARLY_CHECK_FLOOR_S).
+EARLY_END_AFTER_SHARE = 1 / 3
+EARLY_CHECKS_PER_WINDOW = 10
+EARLY_CHECK_FLOOR_S = 0.1
+
 MakeRequest = Callable[[int, int], RequestSpec]
 ShouldExtend = Callable[[list[RequestRecord]], bool]
+# Given the window's start and now (monotonic ns): whether what the window holds so far already
+# decides the rung, so it can end now.
+ShouldEnd = Callable[[int, int], bool]
 
 
 def stall_bound_s(slo_ms: float, quietest_s: float = 0.0) -> float:
@@ -249,6 +258,8 @@ class RungRun:
     window_end_ns: int
     epoch_offset_ns: int
     extensions: int = 0
+    # The window ended before its time: what it held had decided the rung (`should_end`).
+    ended_early: bool = False
     session_errors: list[str] = field(default_factory=list)
     client: ClientTiming = field(default_factory=lambda: ClientTiming(ticks=0))
     # The endpoint answered nothing for the stall bound: the rung ended there.
@@ -272,14 +283,17 @@ async def run_rung(
     measure_s: float,
     should_extend: ShouldExtend | None = None,
     max_extensions: int = 0,
+    should_end: ShouldEnd | None = None,
     stall_s: float | None = None,
     on_record: Callable[[RequestRecord], None] | None = None,
 ) -> RungRun:
     """Hold `concurrency` workers for `hold_s`; the last `measure_s` is the measured window.
 
     When `should_extend` says the window's evidence is not conclusive, the hold goes on for one
-    more `measure_s` and the window grows, at most `max_extensions` times. With `stall_s`, an
-    endpoint that answers nothing for that long ends the rung early (see :class:`ClosedLoop`).
+    more `measure_s` and the window grows, at most `max_extensions` times. When `should_end`
+    says the window so far decides the rung (from a third of the window on), the window ends
+    there. With `stall_s`, an endpoint that answers nothing for that long ends the rung early
+    (see :class:`ClosedLoop`).
     """
     with quiet_gc():
         loop = ClosedLoop(
@@ -293,12 +307,27 @@ async def run_rung(
         window_start = started + int((hold_s - measure_s) * 1e9)
         window_end = started + int(hold_s * 1e9)
         extensions = 0
+        ended_early = False
+        earliest_end = window_start + int(EARLY_END_AFTER_SHARE * measure_s * 1e9)
+        check_ns = int(max(EARLY_CHECK_FLOOR_S, measure_s / EARLY_CHECKS_PER_WINDOW) * 1e9)
         loop.start()
         try:
             while True:
-                await loop.wait((window_end - time.perf_counter_ns()) / 1e9)
+                now = time.perf_counter_ns()
+                until = window_end
+                if should_end is not None:
+                    until = min(window_end, max(earliest_end, now + check_ns))
+                await loop.wait((until - now) / 1e9)
                 if loop.stopped_answering.is_set():
                     break
+                now = time.perf_counter_ns()
+                if now < window_end:
+                    if should_end is not None and now >= earliest_end:
+                        ended_early = should_end(window_start, now)
+                        if ended_early:
+                            window_end = now
+                            break
+                    continue
                 if (
                     should_extend is None
                     or extensions >= max_extensions
@@ -317,6 +346,7 @@ async def run_rung(
         window_end_ns=window_end,
         epoch_offset_ns=loop.epoch_offset_ns,
         extensions=extensions,
+        ended_early=ended_early,
         session_errors=loop.session_errors,
         client=loop.monitor.window(
             window_start, window_end, first_audio_between(loop.records, window_start, window_end)

@@ -1,7 +1,8 @@
 """One qmax rung: held at N, extended while its evidence is thin, judged, its records kept.
 
 A rung's window grows while it has too few completions for a p95 or its p95 interval contains
-the SLO (:func:`extension_rule`); while it runs, a live line says how it is going.
+the SLO (:func:`extension_rule`), and ends early once what it holds is already a clear failure
+(:func:`clear_failure_rule`); while it runs, a live line says how it is going.
 """
 
 from __future__ import annotations
@@ -17,11 +18,18 @@ from pytest_tts_scaling.artifacts import append_jsonl
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec
 from pytest_tts_scaling.core.schema import Rung
 from pytest_tts_scaling.core.search import Step
-from pytest_tts_scaling.core.stats import time_weighted_in_flight
+from pytest_tts_scaling.core.stats import quantile_ci, time_weighted_in_flight
 from pytest_tts_scaling.core.timeline import from_epoch_ns, iso
-from pytest_tts_scaling.core.verdicts import RungInputs, goodput_ttfab_ms, judge, straddles_slo
+from pytest_tts_scaling.core.verdicts import (
+    RungInputs,
+    delivered,
+    goodput_ttfab_ms,
+    judge,
+    straddles_slo,
+    unusable_reason,
+)
 from pytest_tts_scaling.endpoints.base import Endpoint
-from pytest_tts_scaling.load.engine import RungRun, run_rung
+from pytest_tts_scaling.load.engine import RungRun, ShouldEnd, run_rung
 from pytest_tts_scaling.load.health import learn_admission_bound
 from pytest_tts_scaling.load.host import load_average
 from pytest_tts_scaling.load.monitor import client_lag_bound_ms
@@ -38,6 +46,9 @@ MAX_SAMPLE_EXTENSIONS = 4
 MOST_EXTENSIONS = max(MAX_EXTENSIONS, MAX_SAMPLE_EXTENSIONS)
 # While a rung runs, a progress line this often (and one when its measure window opens).
 PROGRESS_EVERY_S = 10.0
+# A rung ends before its window does when its p95 interval at this level already lies above the
+# SLO: stricter than the verdict's 95%, as the window is looked at up to ten times.
+EARLY_END_LEVEL = 0.99
 
 Progress = Callable[[str], None]
 
@@ -95,6 +106,7 @@ def measure_rung(
                     measure_s=settings.measure_s,
                     should_extend=extension_rule(settings.slo_ms),
                     max_extensions=MOST_EXTENSIONS,
+                    should_end=clear_failure_rule(concurrency, settings.slo_ms, heard),
                     stall_s=stall_s,
                     on_record=heard.append,
                 )
@@ -131,6 +143,7 @@ def measure_rung(
     client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
     update = {
         "extensions": result.extensions,
+        "ended_early": result.ended_early,
         "client": client,
         "few_samples": rung.completed < MIN_COMPLETIONS,
         "load_avg_1m": load_average(),
@@ -157,6 +170,40 @@ def extension_rule(slo_ms: float) -> Callable[[list[RequestRecord]], bool]:
         return wanted
 
     return should_extend
+
+
+def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecord]) -> ShouldEnd:
+    """Whether the requests that ended since the window opened already make a usable rung whose
+    p95 interval (at EARLY_END_LEVEL) lies above the SLO: the rest of the window would add the
+    requests still running, the slowest, so it would fail as clearly. (Ended, not started, in the
+    window: at a TTFAB of seconds few requests that started in it have ended yet.) A window with
+    no more than 5% above the SLO cannot, and costs one pass over the new records to rule out.
+    """
+    window: list[RequestRecord] = []
+    scanned = above = 0
+
+    def should_end(window_start_ns: int, now_ns: int) -> bool:
+        nonlocal scanned, above
+        for record in heard[scanned:]:
+            if record.end_ns >= window_start_ns:
+                window.append(record)
+                above += not delivered(record) or (record.ttfab_ms or 0.0) > slo_ms
+        scanned = len(heard)
+        if len(window) < MIN_COMPLETIONS or above <= 0.05 * len(window):
+            return False
+        so_far = RungInputs(
+            concurrency=concurrency,
+            window=window,
+            measure_s=(now_ns - window_start_ns) / 1e9,
+            concurrency_mean=concurrency,
+            concurrency_max=concurrency,
+        )
+        if unusable_reason(so_far, slo_ms) is not None:
+            return False
+        interval = quantile_ci(goodput_ttfab_ms(window, slo_ms), level=EARLY_END_LEVEL)
+        return interval is not None and interval.low > slo_ms
+
+    return should_end
 
 
 def started_in_window(result: RungRun) -> list[RequestRecord]:

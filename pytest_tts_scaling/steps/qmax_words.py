@@ -162,6 +162,8 @@ def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) ->
     if rung.waited_past_bound:
         errors += f", {rung.waited_past_bound} waited past the stall bound"
     again = f", measurement {rung.remeasured + 1}" if rung.remeasured else ""
+    if rung.ended_early:
+        again += f", ended early at {rung.measure_s:.1f} s (a clear failure)"
     return (
         f"qmax N={rung.concurrency:<4} {rung.phase:<9} p95 TTFAB {p95_text} (SLO {slo_ms:g} ms) "
         f"{verdict}; {rung.completed} done{errors}, {rung.throughput_rps:.1f} rps, in-flight "
