@@ -1,23 +1,24 @@
 """`response-stream` against a URL: POST /invocations, read the chunked body as it arrives.
 
-Each worker owns one keep-alive HTTP/1.1 connection (h11 over a small asyncio protocol that
-stamps each piece of the answer as it is read). A shared connection pool would scan every
-connection per request, which at hundreds of streams costs more than the measurement can afford
-and delays the very bytes being timed.
+Each worker owns one keep-alive HTTP/1.1 connection: a small asyncio protocol that parses the
+answer (httptools, C) in the socket's read callback and hands each body piece to the request's
+timer there, stamped with the moment it was read. The read callbacks run first in each turn of
+the event loop, so a stamp is when the bytes left the kernel, not when a coroutine got round to
+them; and no coroutine wakes per piece, so hundreds of streams answering at once cost the loop
+little (the TTFAB error at 256 streams is this loop's lateness). A shared connection pool would
+scan every connection per request, which at that scale delays the very bytes being timed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
-import h11
+import httptools
 
 from pytest_tts_scaling.core.records import ConnectTimeout, RequestSpec, StreamTimer
 from pytest_tts_scaling.load.transports import (
@@ -29,8 +30,6 @@ from pytest_tts_scaling.load.transports import (
 )
 
 CONNECT_TIMEOUT_S = 10.0
-# Bytes read but not yet parsed beyond which the socket is not read (flow control).
-MAX_BUFFERED = 1 << 20
 
 
 class HttpStreamTransport(Transport):
@@ -56,66 +55,90 @@ class HttpStreamTransport(Transport):
             session.close()
 
 
-class _TimedStream(asyncio.Protocol):
-    """The connection's bytes as the socket delivered them, each piece with the moment it was
-    read (the read callbacks run first in each turn of the event loop, so the time is when the
-    bytes left the kernel, not when this worker's coroutine got round to parsing them: at
-    hundreds of streams answering at once that difference is the TTFAB error)."""
+class _Exchange:
+    """One answer being read: its timer, the error body of a non-200, and when it ended."""
+
+    def __init__(self, timer: StreamTimer) -> None:
+        self.timer = timer
+        self.status = 0
+        self.error_body = bytearray()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
+class _AnswerProtocol(asyncio.Protocol):
+    """The connection: parses each answer as its bytes are read and reports to its timer."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self.pieces: deque[tuple[int, bytes]] = deque()
-        self.buffered = 0
+        self.parser = httptools.HttpResponseParser(self)
+        self.exchange: _Exchange | None = None
         self.closed = False
-        self.error: Exception | None = None
-        self.waiter: asyncio.Future[None] | None = None
+        self.reusable = True
+        self._read_at = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.pieces.append((time.perf_counter_ns(), data))
-        self.buffered += len(data)
-        if self.buffered > MAX_BUFFERED and self.transport is not None:
-            self.transport.pause_reading()
-        self._wake()
+        self._read_at = time.perf_counter_ns()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.reusable = False
+            self._end(ConnectionResetError(f"the answer does not parse as HTTP/1.1: {exc}"))
 
     def eof_received(self) -> bool:
-        self.closed = True
-        self._wake()
+        self._gone(None)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._gone(exc)
+
+    # httptools callbacks
+    def on_headers_complete(self) -> None:
+        exchange = self.exchange
+        if exchange is not None:
+            exchange.status = self.parser.get_status_code()
+            exchange.timer.http_status = exchange.status
+
+    def on_body(self, body: bytes) -> None:
+        exchange = self.exchange
+        if exchange is None:
+            return
+        if exchange.status == 200:
+            exchange.timer.body(body, at_ns=self._read_at)
+        else:
+            exchange.error_body += body
+
+    def on_message_complete(self) -> None:
+        self.reusable = self.reusable and self.parser.should_keep_alive()
+        self._end(None)
+
+    def _gone(self, exc: Exception | None) -> None:
         self.closed = True
-        self.error = exc
-        self._wake()
+        self.reusable = False
+        self._end(exc or asyncio.IncompleteReadError(b"", None))
 
-    def _wake(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+    def _end(self, error: Exception | None) -> None:
+        exchange, self.exchange = self.exchange, None
+        if exchange is None or exchange.done.done():
+            return
+        if error is None:
+            exchange.done.set_result(None)
+        else:
+            exchange.done.set_exception(error)
 
-    async def read(self) -> tuple[int, bytes]:
-        """The next piece and when it was read; b"" once the peer has closed."""
-        while not self.pieces:
-            if self.closed:
-                if self.error is not None:
-                    raise self.error
-                return time.perf_counter_ns(), b""
-            self.waiter = asyncio.get_running_loop().create_future()
-            await self.waiter
-        at, data = self.pieces.popleft()
-        self.buffered -= len(data)
-        if self.buffered <= MAX_BUFFERED // 2 and self.transport is not None:
-            self.transport.resume_reading()
-        return at, data
-
-    def write(self, data: bytes) -> None:
+    def begin(self, payload: bytes, exchange: _Exchange) -> None:
         if self.transport is None or self.closed:
             raise ConnectionResetError("the connection is closed")
-        self.transport.write(data)
+        self.exchange = exchange
+        exchange.timer.started()
+        self.transport.write(payload)
 
     def close(self) -> None:
+        self.exchange = None  # whatever still arrives belongs to no request
+        self.reusable = False
         if self.transport is not None:
             self.transport.close()
 
@@ -123,90 +146,64 @@ class _TimedStream(asyncio.Protocol):
 class _HttpSession:
     def __init__(self, transport: HttpStreamTransport):
         self.transport = transport
-        self.stream: _TimedStream | None = None
-        self.connection: h11.Connection | None = None
+        self.connection: _AnswerProtocol | None = None
 
     def close(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
-        self.stream = self.connection = None
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = None
 
-    async def _connect(self) -> None:
+    async def _connect(self) -> _AnswerProtocol:
         t = self.transport
         context = ssl.create_default_context() if t.tls else None
         loop = asyncio.get_running_loop()
         try:
-            _, self.stream = await asyncio.wait_for(
-                loop.create_connection(_TimedStream, t.host, t.port, ssl=context),
+            _, connection = await asyncio.wait_for(
+                loop.create_connection(_AnswerProtocol, t.host, t.port, ssl=context),
                 CONNECT_TIMEOUT_S,
             )
         except TimeoutError:
             raise ConnectTimeout(
                 f"no connection to {t.host}:{t.port} in {CONNECT_TIMEOUT_S:g} s"
             ) from None
-        self.connection = h11.Connection(h11.CLIENT)
+        self.connection = connection
+        return connection
 
     async def send(self, request: RequestSpec, timer: StreamTimer) -> None:
-        body = request.payload
         try:
             async with asyncio.timeout(self.transport.timeout_s):
-                if self.connection is None or self.connection.our_state is not h11.IDLE:
+                connection = self.connection
+                if connection is None or not connection.reusable:
                     self.close()
-                    await self._connect()
-                await self._exchange(request, body, timer)
+                    connection = await self._connect()
+                await self._exchange(connection, request, timer)
         except TimeoutError:
             self.close()
             timer.finished("timeout", "invocation_timeout")
-        except (OSError, h11.ProtocolError, asyncio.IncompleteReadError) as exc:
+        except (OSError, asyncio.IncompleteReadError) as exc:
             self.close()
             timer.failed(exc)
+        except asyncio.CancelledError:
+            self.close()  # cut mid-answer: the connection's state is unknown
+            raise
 
-    async def _exchange(self, request: RequestSpec, body: bytes, timer: StreamTimer) -> None:
-        connection, stream = self.connection, self.stream
-        assert connection is not None
-        assert stream is not None
-        head = h11.Request(
-            method="POST",
-            target=self.transport.target,
-            headers=[
-                ("Host", self.transport.host_header),
-                ("Content-Type", "application/json"),
-                ("Accept", "audio/*"),
-                ("Content-Length", str(len(body))),
-                ("X-Request-Id", request.request_id),
-            ],
+    async def _exchange(
+        self, connection: _AnswerProtocol, request: RequestSpec, timer: StreamTimer
+    ) -> None:
+        body = request.payload
+        t = self.transport
+        head = (
+            f"POST {t.target} HTTP/1.1\r\nHost: {t.host_header}\r\n"
+            "Content-Type: application/json\r\nAccept: audio/*\r\n"
+            f"Content-Length: {len(body)}\r\nX-Request-Id: {request.request_id}\r\n\r\n"
         )
-        payload = connection.send(head) + connection.send(h11.Data(data=body))
-        payload += connection.send(h11.EndOfMessage())
-        timer.started()
-        stream.write(payload)
-        status = 0
-        error_body = bytearray()
-        read_at = 0
-        while True:
-            event = connection.next_event()
-            if event is h11.NEED_DATA:
-                read_at, data = await stream.read()
-                connection.receive_data(data)
-                continue
-            if isinstance(event, h11.Response):
-                status = event.status_code
-                timer.http_status = status
-            elif isinstance(event, h11.Data):
-                if status == 200:
-                    timer.body(bytes(event.data), at_ns=read_at)
-                else:
-                    error_body += event.data
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            elif isinstance(event, h11.ConnectionClosed):
-                raise asyncio.IncompleteReadError(b"", None)
-        if status == 200:
+        exchange = _Exchange(timer)
+        connection.begin(head.encode("latin-1") + body, exchange)
+        await exchange.done
+        if exchange.status == 200:
             timer.finished("ok")
-        else:
-            outcome, code = error_outcome(status, bytes(error_body))
-            if outcome == "rejected":
-                timer.max_queue_depth = admission_bound(bytes(error_body))
-            timer.finished(outcome, code)
-        with contextlib.suppress(h11.LocalProtocolError):
-            connection.start_next_cycle()
+            return
+        outcome, code = error_outcome(exchange.status, bytes(exchange.error_body))
+        if outcome == "rejected":
+            timer.max_queue_depth = admission_bound(bytes(exchange.error_body))
+        timer.finished(outcome, code)
