@@ -10,13 +10,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
+from pytest_tts_scaling.calibration.disciplines import Batching
+from pytest_tts_scaling.calibration.truth import simulate_ttfab_s
 from pytest_tts_scaling.core.schema import Interval, Rung
 from pytest_tts_scaling.core.search import (
     add_measurement,
     next_step,
     rungs_left,
+    wave_prediction,
     worst_case_rungs,
 )
 from pytest_tts_scaling.core.stats import summarize
@@ -178,3 +182,47 @@ def test_a_gate_limited_rung_caps_the_search_below_it() -> None:
     assert select_qmax(rungs, 3000) == (7, False)
     # Predicted 30, gate-limited: bisect down to the gate, never measuring a blocked N twice.
     assert [r.concurrency for r in rungs] == [1, 30, 15, 8, 4, 6, 7]
+
+
+def simulated(discipline: Batching, n: int, slo_ms: float) -> Rung:
+    """A rung of the calibration server's closed loop, simulated: TTFAB summary and throughput."""
+    ttfab = simulate_ttfab_s(discipline, n) * 1000.0
+    p95 = float(np.percentile(ttfab, 95))
+    passes = p95 <= slo_ms
+    return make_rung(
+        n,
+        meets_slo=passes,
+        ttfab_p95_ms=p95,
+        ttfab_ms=summarize(ttfab.tolist()),
+        latency_ms=summarize(ttfab.tolist()),  # a batch member gets all its audio at once
+        completed=ttfab.size,
+        measure_s=10,
+        throughput_rps=n / float(ttfab.mean()) * 1000.0,
+        ttfab_p95_ci_ms=Interval(low=p95 * 0.98, high=p95 * 1.02),
+        goodput_ttfab_p95_ms=p95,
+        fail_reason=None if passes else "slo",
+    )
+
+
+def test_a_full_batch_server_is_read_from_the_waves_of_one_saturated_rung() -> None:
+    # Batches of at most 8 in 50 + 10·B ms after a 30 ms window: N=1 and N=4 look like an
+    # unbounded batcher, the first failure (far above) shows waves of 160 ms of 8 requests.
+    full = Batching(0.05, 0.01, max_batch=8, window_s=0.03)
+    rungs = search(lambda n: simulated(full, n, 400.0), 400.0)
+    assert select_qmax(rungs, 400.0) == (16, True)
+    assert len(rungs) <= 5
+    saturated = next(r for r in rungs if r.concurrency > 17)
+    assert wave_prediction([saturated], 400.0) == 16
+
+
+def test_waves_are_not_read_from_one_level_or_a_spread() -> None:
+    one_level = make_rung(20, meets_slo=False, ttfab_p95_ms=850.0, throughput_rps=20)
+    assert wave_prediction([one_level], 750.0) is None
+    spread = make_rung(
+        11,
+        meets_slo=False,
+        ttfab_p95_ms=1059.0,
+        ttfab_ms=summarize([float(v) for v in range(930, 1070)]),
+        throughput_rps=10,
+    )
+    assert wave_prediction([spread], 1008.0) is None

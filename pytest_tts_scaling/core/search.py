@@ -10,7 +10,9 @@ the cheaper side to probe.
 
 Prediction, in order of trust:
 - steps, when the rungs fit a server of K slots (TTFAB comes in waves of the service time S,
-  K ≈ throughput × S): Q_max = K·floor((SLO − first + S)/S);
+  K ≈ throughput × S): Q_max = K·floor((SLO − first + S)/S); or, when N=1 does not show S (a
+  batch of one is faster than a full one), waves read from a saturated rung whose TTFAB sits on
+  two levels S apart;
 - past the knee a closed loop's latency is N/X (Little's law, X the throughput), so each ms of
   headroom below the SLO holds X/1000 more requests; the slope of the measured curve (secant,
   or the chord to a known failure) is used where it says more, up to twice that;
@@ -227,9 +229,9 @@ def p95(rung: Rung) -> float | None:
 def predict_crossing(rungs: Sequence[Rung], slo_ms: float, low: int, high: int | None) -> float:
     """The concurrency at which p95 TTFAB reaches the SLO, from the measured curve."""
     by_c = {r.concurrency: r for r in rungs}
-    steps = step_prediction(rungs, slo_ms)
-    if steps is not None and low <= steps and (high is None or steps < high):
-        return steps  # at `low` itself: the crossing is there, and low + 1 is the pair
+    for steps in (step_prediction(rungs, slo_ms), wave_prediction(rungs, slo_ms)):
+        if steps is not None and low <= steps and (high is None or steps < high):
+            return steps  # at `low` itself: the crossing is there, and low + 1 is the pair
     last = by_c[low]
     last_p95 = p95(last) or 0.0
     headroom = slo_ms - last_p95
@@ -275,14 +277,54 @@ def step_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
     slots = round(estimate)
     if slots < 1 or abs(estimate - slots) > SLOTS_TOLERANCE * slots:
         return None
+    if not _fit_waves(rungs, slots, service, first, from_concurrency=1):
+        return None
+    return slots * math.floor((slo_ms - first + service) / service + 1e-9)
+
+
+def wave_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
+    """Q_max of a server that, saturated, serves K requests per wave of S (full batches, or K
+    slots), read from a usable rung that straddles a wave boundary: its TTFAB sits on two levels
+    S apart (its minimum and its p95, the median on one of them, little above), K = throughput
+    × S is a whole number below N within tolerance (scatter included), and every other saturated
+    rung fits the waves.
+    """
+    for rung in sorted(rungs, key=lambda r: -r.concurrency):
+        t = rung.ttfab_ms
+        if not rung.usable or t.min is None or t.p50 is None or t.p95 is None or t.max is None:
+            continue
+        # Each level scatters by about twice max − p95 around it: the minimum lies that far below
+        # the lower level, the p95 a little above the upper one.
+        scatter = t.max - t.p95
+        wave = t.p95 - t.min - 2 * scatter
+        slack = STEP_TOLERANCE * wave
+        if wave <= 0 or scatter > slack or min(t.p50 - t.min, t.p95 - t.p50) > slack:
+            continue
+        estimate = rung.throughput_rps * wave / 1000.0
+        slots = round(estimate)
+        unsure = abs(estimate - slots) + rung.throughput_rps * scatter / 1000.0
+        if not 1 <= slots < rung.concurrency or unsure > SLOTS_TOLERANCE * slots:
+            continue
+        first = t.p95 - (math.ceil(rung.concurrency / slots) - 1) * wave
+        if first <= 0 or not _fit_waves(rungs, slots, wave, first, from_concurrency=slots):
+            continue
+        return slots * math.floor((slo_ms - first + wave) / wave + 1e-9)
+    return None
+
+
+def _fit_waves(
+    rungs: Sequence[Rung], slots: int, wave: float, first: float, *, from_concurrency: int
+) -> bool:
+    """Every usable rung from `from_concurrency` on has the p95 of `slots` per wave of `wave`
+    ms, the first wave at `first` ms, within tolerance."""
     for rung in rungs:
         measured = p95(rung)
-        if not rung.usable or measured is None:
+        if not rung.usable or measured is None or rung.concurrency < from_concurrency:
             continue
-        model = first + (math.ceil(rung.concurrency / slots) - 1) * service
-        if abs(measured - model) > STEP_TOLERANCE * service:
-            return None
-    return slots * math.floor((slo_ms - first + service) / service + 1e-9)
+        model = first + (math.ceil(rung.concurrency / slots) - 1) * wave
+        if abs(measured - model) > STEP_TOLERANCE * wave:
+            return False
+    return True
 
 
 def schedule_estimate_s(ladder: Sequence[int], hold_s: float, gap_s: float) -> float:
