@@ -4,9 +4,7 @@ First, a rung that could not be judged is measured again, and a doubtful failure
 Then either the given ladder is climbed (the source's method: stop after two confirmed
 failures, then bisect between the last pass and the first failure), or, with no ladder, the
 adaptive search: measure N=1, predict the SLO crossing from the measured curve, measure around
-it and finish on the pair N (pass) / N+1 (a usable, clear failure). Once a failure is known, it
-measures the first concurrency predicted to fail: a clear failure ends its rung early, so it is
-the cheaper side to probe.
+it and finish on the pair N (pass) / N+1 (a usable, clear failure).
 
 Prediction, in order of trust:
 - steps, when the rungs fit a server of K slots (TTFAB comes in waves of the service time S,
@@ -175,10 +173,7 @@ def adaptive_concurrency(
         guess = predict_crossing(rungs, slo_ms, low, high)
         if blocked and high is None and guess > top:
             guess = (low + top + 1) / 2
-    # Between a pass and a failure, the first concurrency the curve says fails: a clear failure
-    # ends its rung early (qmax_rung.clear_failure_rule), and a pass there raises the low end.
-    first_fail = 1 if high is not None and not _stalled(rungs, slo_ms) else 0
-    candidate = min(limit, max(low + 1, math.floor(guess) + first_fail))
+    candidate = min(limit, max(low + 1, math.floor(guess)))
     free = [c for c in range(low + 1, limit + 1) if c not in by_c]
     return min(free, key=lambda c: (abs(c - candidate), c)) if free else None
 
