@@ -63,7 +63,7 @@ def test_a_window_still_climbing_is_not_a_verdict() -> None:
     assert not decides(window([400.0 + 20.0 * i for i in range(60)]))
 
 
-def test_requests_that_ended_before_the_window_do_not_count() -> None:
+def test_requests_that_started_before_the_window_do_not_count() -> None:
     warm_up = window([900.0] * 40, start_ns=0)
     assert not decides(warm_up)
     assert decides(warm_up + window([900.0] * 40))
@@ -102,13 +102,13 @@ def test_the_rule_is_asked_only_from_a_third_of_the_window_and_ends_it() -> None
 
 
 def test_a_clearly_failing_rung_ends_early_and_still_brackets(tmp_path: Path) -> None:
-    # Serial server, 50 ms per request, first audio at 20 ms: Q_max 6 at 295 ms; N=20 has a p95
-    # of about 1 s. The ladder (1, 20) then bisects down to the pair 6/7.
-    with SerialStreamServer(discipline=Slots(1, 0.05, 0.02)) as server:
+    # Serial server, 20 ms per request, first audio at 10 ms: Q_max 15 at 295 ms; N=40 has a p95
+    # of about 790 ms. The ladder (1, 40) then bisects down to the pair 15/16.
+    with SerialStreamServer(discipline=Slots(1, 0.02, 0.01)) as server:
         settings = RunOptions(
             endpoint_url=server.base_url,
             slo_ms=295.0,
-            ladder=(1, 20),
+            ladder=(1, 40),
             hold_s=3.0,
             measure_s=2.0,
             gap_s=0.0,
@@ -117,8 +117,8 @@ def test_a_clearly_failing_rung_ends_early_and_still_brackets(tmp_path: Path) ->
         result = run_ladder(UrlEndpoint(server.base_url), settings, progress=print)
     rungs = {r.concurrency: r for r in result.artifact.rungs}
     assert not rungs[1].ended_early
-    failing = rungs[20]
+    failing = rungs[40]
     assert (failing.ended_early, failing.usable, failing.fail_reason) == (True, True, "slo")
     assert failing.measure_s < 2.0
-    assert select_qmax(result.artifact.rungs, 295.0) == (6, True)
-    assert not rungs[6].ended_early
+    assert select_qmax(result.artifact.rungs, 295.0) == (15, True)
+    assert not rungs[15].ended_early

@@ -28,14 +28,24 @@ def ok(i: int, ttfab: float = 100.0) -> RequestRecord:
 
 
 def test_a_sparse_window_is_extended_a_bounded_number_of_times() -> None:
-    rule = extension_rule(slo_ms=1000)
+    rule = extension_rule(slo_ms=1000, measure_s=2.0)
     sparse = [ok(i) for i in range(3)]
-    assert [rule(sparse) for _ in range(MAX_SAMPLE_EXTENSIONS + 2)] == [True] * 4 + [False] * 2
+    assert [rule(sparse, 2.0) for _ in range(MAX_SAMPLE_EXTENSIONS + 2)] == [2.0] * 4 + [0.0] * 2
+
+
+def test_a_window_a_few_short_is_held_just_long_enough_to_reach_them() -> None:
+    # 16 of 20 in a 2 s window: 4 more at 8 per second take 0.5 s; with a quarter more, 0.625 s.
+    rule = extension_rule(slo_ms=1000, measure_s=2.0)
+    assert rule([ok(i) for i in range(MIN_COMPLETIONS - 4)], 2.0) == pytest.approx(0.625)
+    # One short: at least a quarter of a measure window.
+    assert extension_rule(slo_ms=1000, measure_s=2.0)([ok(i) for i in range(19)], 2.0) == 0.5
+    # None at all: a whole measure window.
+    assert extension_rule(slo_ms=1000, measure_s=2.0)([], 2.0) == 2.0
 
 
 def test_a_full_window_far_from_the_slo_is_not_extended() -> None:
-    rule = extension_rule(slo_ms=1000)
-    assert not rule([ok(i) for i in range(MIN_COMPLETIONS)])
+    rule = extension_rule(slo_ms=1000, measure_s=2.0)
+    assert rule([ok(i) for i in range(MIN_COMPLETIONS)], 2.0) == 0.0
 
 
 def interval_rung(concurrency: int, low: float, high: float) -> Rung:

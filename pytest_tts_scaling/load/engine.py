@@ -52,7 +52,9 @@ EARLY_CHECKS_PER_WINDOW = 10
 EARLY_CHECK_FLOOR_S = 0.1
 
 MakeRequest = Callable[[int, int], RequestSpec]
-ShouldExtend = Callable[[list[RequestRecord]], bool]
+# Given the requests that ended in the window and its length (s): how many seconds more it needs
+# (0: none).
+ShouldExtend = Callable[[list[RequestRecord], float], float]
 # Given the window's start and now (monotonic ns): whether what the window holds so far already
 # decides the rung, so it can end now.
 ShouldEnd = Callable[[int, int], bool]
@@ -289,8 +291,8 @@ async def run_rung(
 ) -> RungRun:
     """Hold `concurrency` workers for `hold_s`; the last `measure_s` is the measured window.
 
-    When `should_extend` says the window's evidence is not conclusive, the hold goes on for one
-    more `measure_s` and the window grows, at most `max_extensions` times. When `should_end`
+    When `should_extend` says the window's evidence is not conclusive, the hold goes on for as
+    long as it asks and the window grows, at most `max_extensions` times. When `should_end`
     says the window so far decides the rung (from a third of the window on), the window ends
     there. With `stall_s`, an endpoint that answers nothing for that long ends the rung early
     (see :class:`ClosedLoop`).
@@ -328,14 +330,14 @@ async def run_rung(
                             window_end = now
                             break
                     continue
-                if (
-                    should_extend is None
-                    or extensions >= max_extensions
-                    or not should_extend(ended_between(loop.records, window_start, window_end))
-                ):
+                if should_extend is None or extensions >= max_extensions:
+                    break
+                window = ended_between(loop.records, window_start, window_end)
+                more_s = should_extend(window, (window_end - window_start) / 1e9)
+                if more_s <= 0:
                     break
                 extensions += 1
-                window_end += int(measure_s * 1e9)
+                window_end += int(more_s * 1e9)
         finally:
             await loop.stop(DRAIN_S if stall_s is None else min(DRAIN_S, 2 * stall_s))
     return RungRun(

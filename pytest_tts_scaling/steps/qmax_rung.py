@@ -29,7 +29,7 @@ from pytest_tts_scaling.core.verdicts import (
     unusable_reason,
 )
 from pytest_tts_scaling.endpoints.base import Endpoint
-from pytest_tts_scaling.load.engine import RungRun, ShouldEnd, run_rung
+from pytest_tts_scaling.load.engine import RungRun, ShouldEnd, ShouldExtend, run_rung
 from pytest_tts_scaling.load.health import learn_admission_bound
 from pytest_tts_scaling.load.host import load_average
 from pytest_tts_scaling.load.monitor import client_lag_bound_ms
@@ -42,6 +42,10 @@ MAX_EXTENSIONS = 2
 # held up to MAX_SAMPLE_EXTENSIONS extra windows to reach it, and flagged `few_samples` if not.
 MIN_COMPLETIONS = 20
 MAX_SAMPLE_EXTENSIONS = 4
+# A sparse window is held for the time its rate needs to reach MIN_COMPLETIONS, this much more,
+# and at least this share of a measure window.
+SAMPLE_MARGIN = 1.25
+SHORTEST_SAMPLE_EXTENSION = 0.25
 # The longest a rung can be held: hold plus this many measure windows.
 MOST_EXTENSIONS = max(MAX_EXTENSIONS, MAX_SAMPLE_EXTENSIONS)
 # While a rung runs, a progress line this often (and one when its measure window opens).
@@ -104,7 +108,7 @@ def measure_rung(
                     concurrency=concurrency,
                     hold_s=settings.hold_s,
                     measure_s=settings.measure_s,
-                    should_extend=extension_rule(settings.slo_ms),
+                    should_extend=extension_rule(settings.slo_ms, settings.measure_s),
                     max_extensions=MOST_EXTENSIONS,
                     should_end=clear_failure_rule(concurrency, settings.slo_ms, heard),
                     stall_s=stall_s,
@@ -151,33 +155,39 @@ def measure_rung(
     return rung.model_copy(update=update), result
 
 
-def extension_rule(slo_ms: float) -> Callable[[list[RequestRecord]], bool]:
-    """Whether a rung's window needs one more measure window, given the extensions so far.
+def extension_rule(slo_ms: float, measure_s: float) -> ShouldExtend:
+    """How much longer a rung's window must run, given the extensions so far (0: not at all).
 
-    Too few completions for a p95 (MIN_COMPLETIONS) earn up to MAX_SAMPLE_EXTENSIONS more
-    windows, so a slow or busy endpoint is judged on enough requests rather than on one; a p95
-    interval that contains the SLO earns up to MAX_EXTENSIONS.
+    Too few completions for a p95 (MIN_COMPLETIONS) earn up to MAX_SAMPLE_EXTENSIONS
+    extensions, so a slow or busy endpoint is judged on enough requests rather than on one: each
+    as long as the rate seen so far needs to reach them (a quarter more, at least a quarter and
+    at most one measure window). A p95 interval that contains the SLO earns up to
+    MAX_EXTENSIONS more measure windows.
     """
     granted = 0
 
-    def should_extend(window: list[RequestRecord]) -> bool:
+    def should_extend(window: list[RequestRecord], window_s: float) -> float:
         nonlocal granted
         completed = sum(1 for r in window if r.status == "ok")
-        wanted = (completed < MIN_COMPLETIONS and granted < MAX_SAMPLE_EXTENSIONS) or (
-            granted < MAX_EXTENSIONS and straddles_slo(window, slo_ms)
-        )
-        granted += wanted
-        return wanted
+        if completed < MIN_COMPLETIONS and granted < MAX_SAMPLE_EXTENSIONS:
+            granted += 1
+            if completed == 0:
+                return measure_s
+            needed_s = SAMPLE_MARGIN * (MIN_COMPLETIONS - completed) * window_s / completed
+            return min(measure_s, max(SHORTEST_SAMPLE_EXTENSION * measure_s, needed_s))
+        if granted < MAX_EXTENSIONS and straddles_slo(window, slo_ms):
+            granted += 1
+            return measure_s
+        return 0.0
 
     return should_extend
 
 
 def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecord]) -> ShouldEnd:
-    """Whether the requests that ended since the window opened already make a usable rung whose
-    p95 interval (at EARLY_END_LEVEL) lies above the SLO: the rest of the window would add the
-    requests still running, the slowest, so it would fail as clearly. (Ended, not started, in the
-    window: at a TTFAB of seconds few requests that started in it have ended yet.) A window with
-    no more than 5% above the SLO cannot, and costs one pass over the new records to rule out.
+    """Whether the requests that started in the window and have ended already make a usable rung
+    whose p95 interval (at EARLY_END_LEVEL) lies above the SLO: the verdict's window would add
+    the requests still running, the slowest, so it would fail as clearly. A window with no more
+    than 5% above the SLO cannot, and costs one pass over the new records to rule out.
     """
     window: list[RequestRecord] = []
     scanned = above = 0
@@ -185,7 +195,7 @@ def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecor
     def should_end(window_start_ns: int, now_ns: int) -> bool:
         nonlocal scanned, above
         for record in heard[scanned:]:
-            if record.end_ns >= window_start_ns:
+            if record.start_ns >= window_start_ns:
                 window.append(record)
                 above += not delivered(record) or (record.ttfab_ms or 0.0) > slo_ms
         scanned = len(heard)
