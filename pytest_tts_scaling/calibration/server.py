@@ -183,7 +183,9 @@ class SerialStreamServer:
             pass
         finally:
             writer.close()
-            with contextlib.suppress(Exception):
+            # A shutdown may cancel this wait too: the handler ends either way, quietly (a
+            # handler that ends cancelled is logged by asyncio as an exception in a callback).
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
             self._handlers.discard(task)
 
