@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.disciplines import Faults
+from pytest_tts_scaling.core.decoding import ResponseFormat
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.core.verdicts import RungInputs, judge
 from pytest_tts_scaling.load.engine import ClosedLoop
@@ -226,3 +227,83 @@ def test_a_silent_stream_of_a_live_endpoint_underruns_and_is_not_cut() -> None:
     assert (paused.status, paused.error_code) == ("ok", None)
     assert max(paused.gaps_ms) >= 900
     assert not silent
+
+
+class _RawAnswers:
+    """A server on 127.0.0.1 that answers every request with the same raw bytes, then closes."""
+
+    def __init__(self, answer: bytes):
+        self.answer = answer
+
+    async def __aenter__(self) -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(length)
+            writer.write(self.answer)
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+        await self.server.wait_closed()
+
+
+def one_request(answer: bytes, spec: RequestSpec | None = None) -> StreamTimer:
+    async def go() -> StreamTimer:
+        async with _RawAnswers(answer) as url:
+            transport = HttpStreamTransport(url)
+            request = spec or Workload().request(1, 0, 0)
+            timer = StreamTimer(request.audio, decoder=request.decoder())
+            async with transport.session() as session:
+                await session.send(request, timer)
+            return timer
+
+    return asyncio.run(go())
+
+
+def test_an_answer_without_a_length_ends_when_the_server_closes() -> None:
+    # HTTP/1.1 allows a body delimited by the connection's close: it is a whole answer.
+    audio = b"\x01\x00" * 2400
+    timer = one_request(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + audio)
+    assert (timer.status, timer.error_code, timer.audio_bytes) == ("ok", None, len(audio))
+    assert timer.first_audio_ns is not None
+    body = b'{"error":"queue_saturated","queue_depth":4,"max_queue_depth":4}'
+    gated = one_request(b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n" + body)
+    assert (gated.status, gated.error_code) == ("rejected", "http_503:queue_saturated")
+    assert gated.max_queue_depth == 4
+
+
+def test_a_body_that_does_not_decode_is_a_decode_error() -> None:
+    spec = RequestSpec(
+        request_id="r1",
+        body={"text": "hello"},
+        response=ResponseFormat(kind="json", field="audio"),
+    )
+    lines = b"not json at all\n"
+    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (
+        len(lines),
+        lines,
+    )
+    timer = one_request(answer, spec)
+    assert timer.status == "error"
+    assert timer.error_code is not None
+    assert timer.error_code.startswith("decode_error")
+
+
+def test_an_interim_100_continue_is_not_the_answer() -> None:
+    audio = b"\x01\x00" * 2400
+    answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(audio),
+        audio,
+    )
+    timer = one_request(answer)
+    assert (timer.status, timer.http_status, timer.audio_bytes) == ("ok", 200, len(audio))

@@ -8,7 +8,7 @@ A request that did not end in audio says why in `error_code`, with a stable pref
 (an answer began, or ended, without audio), `http_<code>`, `connection_refused`, `dns_error`,
 `tls_error`, `connect_timeout`, `connection_dropped`, `stalled`, `decode_error`,
 `cancelled_at_drain`, `invocation_timeout`; and one that is no error, `waited_past_bound`: a
-request cut after waiting the stall bound for an answer while the endpoint answered others (a
+request cut after waiting the stall bound for its body while the endpoint answered others (a
 queue, not a fault: its TTFAB is past the bound, above the SLO).
 """
 
@@ -26,9 +26,9 @@ from pytest_tts_scaling.core.decoding import DecodeError, Decoder, RawAudioDecod
 from pytest_tts_scaling.core.stats import underrun_s
 
 RequestStatus = Literal["ok", "rejected", "error", "timeout"]
-# Cut for silence: after the answer began, or while nothing else was answered (a fault) ...
+# Cut for silence: after part of its body came, or while nothing else was answered (a fault) ...
 STALLED = "stalled"
-# ... or before any answer while the endpoint answered others (a queue: slow, not broken).
+# ... or before any of its body while the endpoint answered others (a queue: slow, not broken).
 WAITED_PAST_BOUND = "waited_past_bound"
 REJECTION_CODES = frozenset({408, 429, 503})
 

@@ -288,6 +288,8 @@ def wave_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
         t = rung.ttfab_ms
         if not rung.usable or t.min is None or t.p50 is None or t.p95 is None or t.max is None:
             continue
+        if rung.failed or rung.waited_past_bound:
+            continue  # its goodput p95 is not the delivered TTFAB these levels are read from
         # Each level scatters by about twice max − p95 around it: the minimum lies that far below
         # the lower level, the p95 a little above the upper one.
         scatter = t.max - t.p95

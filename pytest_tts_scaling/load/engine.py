@@ -71,9 +71,10 @@ def stall_bound_s(slo_ms: float, quietest_s: float = 0.0) -> float:
 class ClosedLoop:
     """N workers over one transport until :meth:`stop`; records accumulate as requests end.
 
-    With `stall_s`, a request that hears nothing for that long is cut, and when no request has
-    been answered for that long :attr:`stopped_answering` is set and :meth:`wait`
-    returns early.
+    With `stall_s`: a request still waiting for its body after that long while others are
+    answered is cut as `waited_past_bound`; a stream whose audio began is not cut while the
+    endpoint answers; when no request has been answered for that long, every open request is
+    cut as `stalled`, :attr:`stopped_answering` is set and :meth:`wait` returns early.
     """
 
     def __init__(
@@ -182,9 +183,10 @@ class ClosedLoop:
                     continue
                 if answering and (timer.first_audio_ns is not None or quiet[index] < stall_ns):
                     continue  # a silent stream of a live endpoint underruns: it is not cut
-                # Past the bound with no audio while others are answered: it waited in a queue.
-                # When nothing is answered, everything open is stalled.
-                self._cut[index] = WAITED_PAST_BOUND if answering else STALLED
+                # Past the bound with nothing of its body yet while others are answered: it
+                # waited in a queue. Body bytes and then silence, or nothing answered: stalled.
+                queued = answering and timer.last_activity_ns == timer.start_ns
+                self._cut[index] = WAITED_PAST_BOUND if queued else STALLED
                 self._tasks[index].cancel()
             if not answering:
                 self.stopped_answering.set()
@@ -237,6 +239,7 @@ class ClosedLoop:
             timer.finished("timeout", code)
         finally:
             del self._open[index]
+            self._cut.pop(index, None)  # a cut the transport did not let through is void
             if timer.start_ns is not None:
                 if timer.end_ns is None:
                     timer.finished("timeout", "cancelled_at_drain")

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from pytest_tts_scaling.core.decoding import DecodeError
 from pytest_tts_scaling.core.records import ConnectTimeout, RequestSpec, StreamTimer
 from pytest_tts_scaling.load.transports import (
     INVOCATION_LIMIT_S,
@@ -62,6 +63,12 @@ class _Exchange:
         self.timer = timer
         self.status = 0
         self.error_body = bytearray()
+        # The answer's body has a declared end (Content-Length or chunked); without one it ends
+        # when the server closes the connection.
+        self.framed = False
+        self.headers_done = False
+        # The body did not have the shape the scenario promised; the rest of it is not fed.
+        self.decode_error: DecodeError | None = None
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
@@ -84,7 +91,7 @@ class _AnswerProtocol(asyncio.Protocol):
         self._read_at = time.perf_counter_ns()
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
             self.reusable = False
             self._end(ConnectionResetError(f"the answer does not parse as HTTP/1.1: {exc}"))
 
@@ -96,28 +103,44 @@ class _AnswerProtocol(asyncio.Protocol):
         self._gone(exc)
 
     # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        exchange = self.exchange
+        if exchange is not None and name.lower() in (b"content-length", b"transfer-encoding"):
+            exchange.framed = True
+
     def on_headers_complete(self) -> None:
         exchange = self.exchange
-        if exchange is not None:
-            exchange.status = self.parser.get_status_code()
-            exchange.timer.http_status = exchange.status
+        status = self.parser.get_status_code()
+        if exchange is not None and status >= 200:  # an interim 1xx is not the answer
+            exchange.status = status
+            exchange.headers_done = True
+            exchange.timer.http_status = status
 
     def on_body(self, body: bytes) -> None:
         exchange = self.exchange
-        if exchange is None:
+        if exchange is None or exchange.decode_error is not None:
             return
-        if exchange.status == 200:
-            exchange.timer.body(body, at_ns=self._read_at)
-        else:
+        if exchange.status != 200:
             exchange.error_body += body
+            return
+        try:
+            exchange.timer.body(body, at_ns=self._read_at)
+        except DecodeError as exc:
+            exchange.decode_error = exc
 
     def on_message_complete(self) -> None:
+        if self.exchange is not None and not self.exchange.headers_done:
+            return  # the end of an interim 1xx: the answer follows
         self.reusable = self.reusable and self.parser.should_keep_alive()
         self._end(None)
 
     def _gone(self, exc: Exception | None) -> None:
         self.closed = True
         self.reusable = False
+        exchange = self.exchange
+        if exc is None and exchange is not None and exchange.headers_done and not exchange.framed:
+            self._end(None)  # a body without a declared length ends with the connection
+            return
         self._end(exc or asyncio.IncompleteReadError(b"", None))
 
     def _end(self, error: Exception | None) -> None:
@@ -200,6 +223,9 @@ class _HttpSession:
         exchange = _Exchange(timer)
         connection.begin(head.encode("latin-1") + body, exchange)
         await exchange.done
+        if exchange.decode_error is not None:
+            timer.finished("error", f"decode_error: {exchange.decode_error}")
+            return
         if exchange.status == 200:
             timer.finished("ok")
             return
