@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
-import contextlib
 import heapq
 import json
 import struct
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Self
 
 from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Faults, Slots
-from pytest_tts_scaling.calibration.streamserver import StreamServer, serve
+from pytest_tts_scaling.calibration.streamserver import StreamServer, close_quietly, serve
 from pytest_tts_scaling.calibration.truth import serial_qmax
 from pytest_tts_scaling.core.stats import time_weighted_in_flight
 
@@ -182,11 +181,7 @@ class SerialStreamServer:
             # Only the server's own shutdown cancels a handler; end it quietly.
             pass
         finally:
-            writer.close()
-            # A shutdown may cancel this wait too: the handler ends either way, quietly (a
-            # handler that ends cancelled is logged by asyncio as an exception in a callback).
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await writer.wait_closed()
+            await close_quietly(writer)
             self._handlers.discard(task)
 
     async def _invocation(self, writer: asyncio.StreamWriter, request_id: str) -> None:

@@ -10,6 +10,7 @@ step never reaches its own close. `serve` and `shut` avoid both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -66,6 +67,17 @@ class StreamServer:
         self.server.close()
         for _ in range(SETUP_TURNS):
             await asyncio.sleep(0)
+
+
+async def close_quietly(writer: asyncio.StreamWriter) -> None:
+    """A handler's last step: close its connection and wait for it, whatever happens meanwhile.
+
+    A shutdown may cancel this wait too; the handler ends either way, and quietly (one that ends
+    cancelled is logged by asyncio as an exception in a callback).
+    """
+    writer.close()
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await writer.wait_closed()
 
 
 async def serve(handle: Handler, host: str, port: int, *, backlog: int = 4096) -> StreamServer:

@@ -176,7 +176,7 @@ class Rung(_Model):
     fail_reason: str | None = None
     # Requests of the window that ended without audio, by kind (`no_audio`, `http_500`, …).
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
-    # Requests of the window cut after waiting the stall bound for their first audio while the
+    # Requests of the window cut after waiting the stall bound for their answer's body while the
     # endpoint answered others: slow (above the SLO in the p95), not errors.
     waited_past_bound: int = Field(default=0, ge=0)
     # p95 TTFAB with every request that ended without audio counted above the SLO.

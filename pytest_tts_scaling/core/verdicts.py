@@ -3,7 +3,7 @@
 Goodput: every request that started in the measure window counts. One that ended without audio
 (an error, a timeout, an answer with no audio) counts as a TTFAB above the SLO in the p95, and
 more than 1% of them fail the rung with reason `errors`. A request cut after waiting the stall
-bound for its first audio while the endpoint answered others (`waited_past_bound`) is slow, not
+bound for its answer's body while the endpoint answered others (`waited_past_bound`) is slow, not
 an error: above the SLO in the p95, and not among the errors. Rejections (503/408/429) mean the
 admission gate set the rung (`gate_limited`, unusable), not the server's latency.
 """
@@ -105,7 +105,7 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
 
 
 def waited_past_bound(record: RequestRecord) -> bool:
-    """Cut after waiting the stall bound for its first audio while others were answered."""
+    """Cut after waiting the stall bound for its answer's body while others were answered."""
     return record.error_code == WAITED_PAST_BOUND
 
 

@@ -20,7 +20,6 @@ with the load's records (`epoch_start_ns`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import threading
 import time
@@ -32,7 +31,7 @@ from typing import Any
 import h11
 
 from pytest_tts_scaling.calibration import SerialStreamServer
-from pytest_tts_scaling.calibration.streamserver import serve
+from pytest_tts_scaling.calibration.streamserver import close_quietly, serve
 from pytest_tts_scaling.core.autoscaler import Autoscaler, Policy
 from pytest_tts_scaling.core.records import AudioFormat, RequestSpec, StreamTimer
 from pytest_tts_scaling.load.transports import Transport
@@ -262,9 +261,7 @@ class LocalFleet:
         except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError):
             pass
         finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            await close_quietly(writer)
 
     async def _relay(
         self,

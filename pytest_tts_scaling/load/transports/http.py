@@ -61,12 +61,12 @@ class _Exchange:
 
     def __init__(self, timer: StreamTimer) -> None:
         self.timer = timer
+        # The answer's status once its headers are in (0 before; an interim 1xx is not it).
         self.status = 0
         self.error_body = bytearray()
         # The answer's body has a declared end (Content-Length or chunked); without one it ends
         # when the server closes the connection.
         self.framed = False
-        self.headers_done = False
         # The body did not have the shape the scenario promised; the rest of it is not fed.
         self.decode_error: DecodeError | None = None
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -113,7 +113,6 @@ class _AnswerProtocol(asyncio.Protocol):
         status = self.parser.get_status_code()
         if exchange is not None and status >= 200:  # an interim 1xx is not the answer
             exchange.status = status
-            exchange.headers_done = True
             exchange.timer.http_status = status
 
     def on_body(self, body: bytes) -> None:
@@ -129,7 +128,7 @@ class _AnswerProtocol(asyncio.Protocol):
             exchange.decode_error = exc
 
     def on_message_complete(self) -> None:
-        if self.exchange is not None and not self.exchange.headers_done:
+        if self.exchange is not None and not self.exchange.status:
             return  # the end of an interim 1xx: the answer follows
         self.reusable = self.reusable and self.parser.should_keep_alive()
         self._end(None)
@@ -138,7 +137,7 @@ class _AnswerProtocol(asyncio.Protocol):
         self.closed = True
         self.reusable = False
         exchange = self.exchange
-        if exc is None and exchange is not None and exchange.headers_done and not exchange.framed:
+        if exc is None and exchange is not None and exchange.status and not exchange.framed:
             self._end(None)  # a body without a declared length ends with the connection
             return
         self._end(exc or asyncio.IncompleteReadError(b"", None))
