@@ -1,6 +1,6 @@
-"""The calibration server (`pytest_tts_scaling.calibration`) with the two faults it lacks: an
-error status on every answer, and dying mid-run (the port then refuses connections). Its own
-faults (gate, drops, stalls, WAV header) come through its `faults`."""
+"""The calibration server (`pytest_tts_scaling.calibration`) with the faults it lacks: an error
+status on every answer, a cold first request, and dying mid-run (the port then refuses
+connections). Its own faults (gate, drops, stalls, WAV header) come through its `faults`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ from pytest_tts_scaling.calibration import SerialStreamServer
 @dataclass
 class FaultServer(SerialStreamServer):
     status: int = 200  # not 200: every answer has this status and a JSON error body
+    cold_s: float = 0.0  # the first request waits this long first (a model loaded on first use)
 
     async def _invocation(self, writer: asyncio.StreamWriter, request_id: str) -> None:
+        if self.requests_seen == 0 and self.cold_s > 0:
+            await asyncio.sleep(self.cold_s)
         if self.status == 200:
             await super()._invocation(writer, request_id)
             return

@@ -134,6 +134,21 @@ def test_a_healthy_endpoint_passes_the_probe_with_one_request() -> None:
     assert probe.answer.rung == 0
 
 
+def test_a_cold_first_answer_is_asked_for_again_and_does_not_raise_the_stall_bound() -> None:
+    # A first request that loads the model is silent 2 s: three times that would make a stall
+    # cost 6 s instead of 5. The warm answer's 20 ms is the endpoint's own silence.
+    with FaultServer(service_s=0.05, first_audio_s=0.02, cold_s=2.0) as server:
+        probe = require_answer(
+            UrlEndpoint(server.base_url), "response-stream", request, stall_s=5, cold_s=5 / 3
+        )
+    assert probe.healthy
+    assert probe.summary()["requests"] == 2
+    assert [r.status for r in probe.records] == ["ok", "ok"]
+    assert (probe.records[0].ttfab_ms or 0.0) >= 2000.0
+    assert probe.quietest_s < 1.0
+    assert stall_bound_s(200, probe.quietest_s) == 5.0
+
+
 @pytest.mark.parametrize("fault", ["stalls", "dies"])
 def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
     fault: str, tmp_path: Path, quick_stalls: float

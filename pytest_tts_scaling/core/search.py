@@ -280,9 +280,11 @@ def step_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
 def wave_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
     """Q_max of a server that, saturated, serves K requests per wave of S (full batches, or K
     slots), read from a usable rung that straddles a wave boundary: its TTFAB sits on two levels
-    S apart (its minimum and its p95, the median on one of them, little above), K = throughput
-    × S is a whole number below N within tolerance (scatter included), and every other saturated
-    rung fits the waves.
+    S apart (its minimum and its p95, the median on one of them, little above), K is a whole
+    number below N within tolerance (scatter included), and every other saturated rung fits the
+    waves. K is Little's law, N × S over the mean latency: a window's count of completions is off
+    by up to a wave of them (a short window, or one ended early, holds few waves); a mean over
+    its requests is not.
     """
     for rung in sorted(rungs, key=lambda r: -r.concurrency):
         t = rung.ttfab_ms
@@ -297,9 +299,12 @@ def wave_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
         slack = STEP_TOLERANCE * wave
         if wave <= 0 or scatter > slack or min(t.p50 - t.min, t.p95 - t.p50) > slack:
             continue
-        estimate = rung.throughput_rps * wave / 1000.0
+        cycle = rung.latency_ms.mean
+        if cycle is None or cycle <= 0:
+            continue
+        estimate = rung.concurrency_mean * wave / cycle
         slots = round(estimate)
-        unsure = abs(estimate - slots) + rung.throughput_rps * scatter / 1000.0
+        unsure = abs(estimate - slots) + rung.concurrency_mean * scatter / cycle
         if not 1 <= slots < rung.concurrency or unsure > SLOTS_TOLERANCE * slots:
             continue
         first = t.p95 - (math.ceil(rung.concurrency / slots) - 1) * wave

@@ -23,7 +23,7 @@ from pytest_tts_scaling.core.search import Step, add_measurement, next_step, run
 from pytest_tts_scaling.core.verdicts import falls_in_p95, select_qmax
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
-from pytest_tts_scaling.load.engine import stall_bound_s
+from pytest_tts_scaling.load.engine import STALL_ALONE_FACTOR, stall_bound_s
 from pytest_tts_scaling.load.health import require_answer, silence_after
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
@@ -118,7 +118,14 @@ def run_ladder(
         return workload.request(1, worker, seq)
 
     probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
-    health = require_answer(endpoint, run.transport, probe_request, stall_s=probe_stall_s)
+    # A lone answer silent long enough to raise the stall bound is asked for again, warm.
+    health = require_answer(
+        endpoint,
+        run.transport,
+        probe_request,
+        stall_s=probe_stall_s,
+        cold_s=stall_s / STALL_ALONE_FACTOR,
+    )
     stall_s = stall_bound_s(settings.slo_ms, health.quietest_s)
     check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
