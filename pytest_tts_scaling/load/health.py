@@ -1,4 +1,5 @@
-"""Is the endpoint there at all? One real request of the workload before the ladder.
+"""Is the endpoint there at all? One real request of the workload before the ladder (two, when
+the first paid a cold start).
 
 A refused connection, an error on every answer or silence is not a latency to hold against the
 SLO: it ends the run at once with one line naming the endpoint and what was seen (SPEC §4). The
