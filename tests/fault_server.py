@@ -17,8 +17,9 @@ class FaultServer(SerialStreamServer):
     cold_s: float = 0.0  # the first request waits this long first (a model loaded on first use)
 
     async def _invocation(self, writer: asyncio.StreamWriter, request_id: str) -> None:
-        if self.requests_seen == 0 and self.cold_s > 0:
-            await asyncio.sleep(self.cold_s)
+        cold_s, self.cold_s = self.cold_s, 0.0
+        if cold_s > 0:
+            await asyncio.sleep(cold_s)
         if self.status == 200:
             await super()._invocation(writer, request_id)
             return

@@ -143,6 +143,7 @@ def test_a_cold_first_answer_is_asked_for_again_and_does_not_raise_the_stall_bou
         )
     assert probe.healthy
     assert probe.summary()["requests"] == 2
+    assert probe.summary()["cold_ttfab_ms"] == probe.records[0].ttfab_ms
     assert [r.status for r in probe.records] == ["ok", "ok"]
     assert (probe.records[0].ttfab_ms or 0.0) >= 2000.0
     assert probe.quietest_s < 1.0

@@ -216,12 +216,12 @@ def test_a_full_batch_server_is_read_from_the_waves_of_one_saturated_rung() -> N
 
 
 def test_the_waves_slots_come_from_the_latencies_not_a_short_windows_count() -> None:
-    # A failure ended early holds about seven waves: its count of completions reads 6% low
-    # (7.3 slots, within tolerance of 7, Q_max 14), the mean latency does not (8 slots, 16).
+    # A failure ended early holds about seven waves: its count of completions reads 9% low
+    # (7.3 slots, within tolerance of 7: Q_max 14), the mean latency does not (8 slots: 16).
     full = Batching(0.05, 0.01, max_batch=8, window_s=0.03)
     exact = simulated(full, 21, 400.0)
     early = exact.model_copy(
-        update={"throughput_rps": exact.throughput_rps * 0.94, "ended_early": True}
+        update={"throughput_rps": exact.throughput_rps * 0.91, "ended_early": True}
     )
     assert wave_prediction([early], 400.0) == 16
 

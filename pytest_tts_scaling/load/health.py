@@ -59,11 +59,15 @@ class Probe:
         return 0.0 if self.answer is None else silence_s(self.answer)
 
     def summary(self) -> dict[str, object]:
-        """The artifact's note of the probe: how many requests, and the answer or the failure."""
+        """The artifact's note of the probe: how many requests, and the answer or the failure
+        (with the cold first answer's TTFAB where it was asked again)."""
         answer = self.answer
         row: dict[str, object] = {"requests": len(self.records), "healthy": self.healthy}
         if answer is not None:
             row.update(ttfab_ms=answer.ttfab_ms, latency_ms=answer.latency_ms)
+            first = next(r for r in self.records if r.status == "ok")
+            if first is not answer:
+                row["cold_ttfab_ms"] = first.ttfab_ms
         else:
             row["seen"] = self.seen
         return row
