@@ -272,9 +272,7 @@ def step_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
     slots = round(estimate)
     if slots < 1 or abs(estimate - slots) > SLOTS_TOLERANCE * slots:
         return None
-    if not _fit_waves(rungs, slots, service, first, from_concurrency=1):
-        return None
-    return slots * math.floor((slo_ms - first + service) / service + 1e-9)
+    return _waves_qmax(rungs, slo_ms, slots, service, first, from_concurrency=1)
 
 
 def wave_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
@@ -308,25 +306,34 @@ def wave_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
         if not 1 <= slots < rung.concurrency or unsure > SLOTS_TOLERANCE * slots:
             continue
         first = t.p95 - (math.ceil(rung.concurrency / slots) - 1) * wave
-        if first <= 0 or not _fit_waves(rungs, slots, wave, first, from_concurrency=slots):
+        if first <= 0:
             continue
-        return slots * math.floor((slo_ms - first + wave) / wave + 1e-9)
+        q_max = _waves_qmax(rungs, slo_ms, slots, wave, first, from_concurrency=slots)
+        if q_max is not None:
+            return q_max
     return None
 
 
-def _fit_waves(
-    rungs: Sequence[Rung], slots: int, wave: float, first: float, *, from_concurrency: int
-) -> bool:
-    """Every usable rung from `from_concurrency` on has the p95 of `slots` per wave of `wave`
-    ms, the first wave at `first` ms, within tolerance."""
+def _waves_qmax(
+    rungs: Sequence[Rung],
+    slo_ms: float,
+    slots: int,
+    wave: float,
+    first: float,
+    *,
+    from_concurrency: int,
+) -> int | None:
+    """K·floor((SLO − first + S)/S) for `slots` per wave of `wave` ms, the first wave at `first`
+    ms, when every usable rung from `from_concurrency` on has that model's p95 within
+    tolerance; else None."""
     for rung in rungs:
         measured = p95(rung)
         if not rung.usable or measured is None or rung.concurrency < from_concurrency:
             continue
         model = first + (math.ceil(rung.concurrency / slots) - 1) * wave
         if abs(measured - model) > STEP_TOLERANCE * wave:
-            return False
-    return True
+            return None
+    return slots * math.floor((slo_ms - first + wave) / wave + 1e-9)
 
 
 def schedule_estimate_s(ladder: Sequence[int], hold_s: float, gap_s: float) -> float:

@@ -68,6 +68,11 @@ def stall_bound_s(slo_ms: float, quietest_s: float = 0.0) -> float:
     return max(STALL_FLOOR_S, STALL_SLO_FACTOR * slo_ms / 1000.0, STALL_ALONE_FACTOR * quietest_s)
 
 
+def silence_kept_s(slo_ms: float) -> float:
+    """The longest silence of a lone request that leaves `stall_bound_s(slo_ms)` as it is."""
+    return stall_bound_s(slo_ms) / STALL_ALONE_FACTOR
+
+
 class ClosedLoop:
     """N workers over one transport until :meth:`stop`; records accumulate as requests end.
 

@@ -134,7 +134,7 @@ def silence_after(
     None when it still answers (the rung was only slow or overloaded)."""
     if not run.stopped_answering and any(r.status == "ok" for r in run.records):
         return None
-    return asyncio.run(_probe_endpoint(endpoint, transport, make_request, stall_s, math.inf)).seen
+    return asyncio.run(_probe_endpoint(endpoint, transport, make_request, stall_s)).seen
 
 
 def learn_admission_bound(endpoint: Endpoint, records: Sequence[RequestRecord], where: str) -> None:
@@ -145,7 +145,11 @@ def learn_admission_bound(endpoint: Endpoint, records: Sequence[RequestRecord], 
 
 
 async def _probe_endpoint(
-    endpoint: Endpoint, transport: str, make_request: MakeRequest, stall_s: float, cold_s: float
+    endpoint: Endpoint,
+    transport: str,
+    make_request: MakeRequest,
+    stall_s: float,
+    cold_s: float = math.inf,
 ) -> Probe:
     async with endpoint.transport(transport, concurrency=1) as opened:
         return await probe(opened, make_request, stall_s=stall_s, cold_s=cold_s)

@@ -23,7 +23,7 @@ from pytest_tts_scaling.core.search import Step, add_measurement, next_step, run
 from pytest_tts_scaling.core.verdicts import falls_in_p95, select_qmax
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
-from pytest_tts_scaling.load.engine import STALL_ALONE_FACTOR, stall_bound_s
+from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.health import require_answer, silence_after
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
@@ -124,7 +124,7 @@ def run_ladder(
         run.transport,
         probe_request,
         stall_s=probe_stall_s,
-        cold_s=stall_s / STALL_ALONE_FACTOR,
+        cold_s=silence_kept_s(settings.slo_ms),
     )
     stall_s = stall_bound_s(settings.slo_ms, health.quietest_s)
     check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)

@@ -79,7 +79,7 @@ class _AnswerProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.exchange: _Exchange | None = None
-        self.closed = False
+        # False once the connection is gone, closed, or said it will not carry another answer.
         self.reusable = True
         self._read_at = 0
 
@@ -134,7 +134,6 @@ class _AnswerProtocol(asyncio.Protocol):
         self._end(None)
 
     def _gone(self, exc: Exception | None) -> None:
-        self.closed = True
         self.reusable = False
         exchange = self.exchange
         if exc is None and exchange is not None and exchange.status and not exchange.framed:
@@ -152,7 +151,7 @@ class _AnswerProtocol(asyncio.Protocol):
             exchange.done.set_exception(error)
 
     def begin(self, payload: bytes, exchange: _Exchange) -> None:
-        if self.transport is None or self.closed:
+        if self.transport is None or not self.reusable:
             raise ConnectionResetError("the connection is closed")
         self.exchange = exchange
         exchange.timer.started()
