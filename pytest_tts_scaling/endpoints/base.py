@@ -132,6 +132,7 @@ class LocalEndpoint(UrlEndpoint):
         model_dir: Path | None,
         container_env: dict[str, str],
         cores: CoreSplit | None = None,
+        weights: str | None = None,
     ):
         digest = local_fingerprint(model_dir)
         if model_dir is not None:  # real weights: the artifact says which, and is not "untrained"
@@ -139,7 +140,10 @@ class LocalEndpoint(UrlEndpoint):
         super().__init__(
             base_url,
             deployed=DeployedConfig(
-                instance_type="local", image_digest=f"sha256:{digest}", container_env=container_env
+                instance_type="local",
+                image_digest=f"sha256:{digest}",
+                container_env=container_env,
+                weights=weights,
             ),
             slug=f"local-{digest[:8]}",
         )
