@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml container/pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# Q_max of the local container (untrained Kokoro-82M on this CPU): artifact and HTML report in reports/.
+# Q_max of the local container (trained Kokoro-82M v1.0 on this CPU): artifact and HTML report in reports/.
 qmax: $(STAMP)
 	$(BIN)/pytest -m qmax --html=reports/qmax-report.html --self-contained-html $(ARGS)
 

@@ -1,7 +1,7 @@
 """The local default endpoint: the container's own server (`tts-serve`) as a child process.
 
-It is the same app the SageMaker image runs, on the offline development model unless a model
-directory is given. Its output is kept with arrival times, so the scale-out timeline can read
+It is the same app the SageMaker image runs, on the trained Kokoro-82M from the model packages
+unless a model directory (or WEIGHTS=untrained) is given. Its output is kept with arrival times, so the scale-out timeline can read
 the container's log markers.
 """
 
