@@ -1,8 +1,8 @@
 """The local default endpoint: the container's own server (`tts-serve`) as a child process.
 
 It is the same app the SageMaker image runs, on the trained Kokoro-82M from the model packages
-unless a model directory (or WEIGHTS=untrained) is given. Its output is kept with arrival times, so the scale-out timeline can read
-the container's log markers.
+unless a model directory (or WEIGHTS=untrained) is given. Its output is kept with arrival times,
+so the scale-out timeline can read the container's log markers.
 """
 
 from __future__ import annotations
