@@ -152,3 +152,18 @@ def test_records_without_levels_are_not_judged() -> None:
     record: Any = make_record(1, audio_s=0.01)
     reference = AudioReference(seconds={("a", None): 5.0}, silence_level=0, audible=True)
     assert reference.verdict(("a", None), record) is None
+
+
+def test_the_report_shows_the_audible_time_beside_ttfab() -> None:
+    from pytest_tts_scaling.core.stats import summarize
+    from pytest_tts_scaling.report.extras import rung_table_html
+    from pytest_tts_scaling.report.plots import ladder_svg
+    from tests.factories import make_qmax, make_rung
+
+    rungs = [make_rung(1, audible_ms=summarize([123.0, 456.0])), make_rung(2)]
+    artifact = make_qmax(rungs=rungs)
+    table = rung_table_html(artifact)
+    assert "audible p95" in table
+    assert "439.3" in table  # p95 of the two
+    assert "first audible" in ladder_svg(artifact)
+    assert "first audible" not in ladder_svg(make_qmax(rungs=[make_rung(1), make_rung(2)]))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import TYPE_CHECKING
@@ -184,7 +184,7 @@ def judge_answers(
     reference: AudioReference | None,
     concurrency: int,
     records: Sequence[RequestRecord],
-    keys: dict[str, TextKey],
+    keys: Mapping[str, TextKey],
 ) -> tuple[list[RequestRecord], AudioReference | None]:
     """A rung's records judged against the reference, and the reference: the first rung at N=1
     makes it from its own answers (which it then does not judge); before it, nothing is judged.
