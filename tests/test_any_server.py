@@ -121,6 +121,8 @@ def test_sse_audio_is_timed_at_the_first_event_that_carries_it() -> None:
     timer = timed(pieces)
     assert (timer.status, timer.error_code) == ("ok", None)
     assert timer.audio_bytes == 250
+    assert timer.decoder is not None
+    assert bytes(timer.decoder.payload) == b"\x01\x02" * 100 + b"\x03" * 50
     assert timer.first_audio_ns == 3 * 10**6
 
 

@@ -258,6 +258,10 @@ class EventStreamDecoder:
     def wav_bytes_per_second(self) -> int | None:
         return self.audio.wav_bytes_per_second
 
+    @property
+    def payload(self) -> bytearray:
+        return self.audio.payload
+
     def feed(self, data: bytes) -> int:
         self.buffer += data
         total = 0
