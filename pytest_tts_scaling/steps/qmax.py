@@ -183,6 +183,7 @@ def run_ladder(
                 "texts": len(workload.texts),
                 "voices": list(workload.voices),
                 "format": workload.format,
+                **({"request": workload.request_summary} if workload.request_summary else {}),
             },
             runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
             admission_bound=endpoint.queue_max_depth,
