@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_tts_scaling.core import live
+from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras
 
@@ -38,19 +39,16 @@ pytestmark = pytest.mark.validate_live
 
 
 @pytest.fixture(scope="module")
-def live_run(tts_options: RunOptions, tts_progress: Callable[[str], None]) -> LiveRun:
-    from pytest_tts_scaling.errors import InputError
+def live_run(
+    tts_options: RunOptions, tts_progress: Callable[[str], None], tts_summary: list[str]
+) -> LiveRun:
     from pytest_tts_scaling.steps.validate_live import run_validate_live
 
-    try:
+    with one_line("validate_live", tts_summary):
         run = run_validate_live(tts_options, tts_progress)
-    except InputError as exc:
-        failure = f"validate_live: {exc}"
-    else:
-        for line in run.load_output.splitlines():
-            tts_progress(line)
-        return run
-    pytest.fail(failure, pytrace=False)  # outside the handler: one line, no chained traceback
+    for line in run.load_output.splitlines():
+        tts_progress(line)
+    return run
 
 
 def holds(check: live.Check, report: ReportExtras, *more: str) -> None:

@@ -373,7 +373,7 @@ def test_a_plain_url_fails_in_one_line_saying_why(scenario: pytest.Pytester) -> 
     result = run_scenario(scenario, "--endpoint-url", "http://127.0.0.1:9")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live: --endpoint-url: a plain URL has no scaling activity or per-instance*"]
+        ["*validate_live: error: --endpoint-url: a plain URL has no scaling activity*"]
     )
     assert "Traceback" not in result.stdout.str()
 
@@ -384,7 +384,7 @@ def test_the_endpoint_path_reads_the_plan_from_the_artifacts_dir(
     result = run_scenario(scenario, "--endpoint", "speech-kokoro-82m")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live: no plan at reports/plan-kokoro-82m.json: expected the deployed*"]
+        ["*validate_live: error: no plan at reports/plan-kokoro-82m.json: expected the deployed*"]
     )
     # A plan without the qmax and ttotal artifacts it was computed from: no curve, no policy.
     reports = scenario.path / "reports"
@@ -394,5 +394,5 @@ def test_the_endpoint_path_reads_the_plan_from_the_artifacts_dir(
     result = run_scenario(scenario, "--endpoint", "speech-kokoro-82m")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live: reports/plan-kokoro-82m.json: the simulated surge and the measured*"]
+        ["*validate_live: error: reports/plan-kokoro-82m.json: the simulated surge and*"]
     )
