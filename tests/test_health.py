@@ -250,7 +250,7 @@ def test_under_pytest_a_dead_endpoint_is_an_error_not_a_failure(
     assert outcomes.get("errors", 0) >= 1
     assert outcomes.get("failed", 0) == 0
     assert outcomes.get("passed", 0) == 0
-    result.stdout.fnmatch_lines([f"*EndpointUnavailable: endpoint {url} does not answer*"])
+    result.stdout.fnmatch_lines([f"qmax: error: endpoint {url} does not answer*"])
 
 
 def test_the_command_line_says_why_no_rung_passed_as_pytest_does(
