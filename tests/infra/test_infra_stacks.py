@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +199,28 @@ def test_one_sync_per_model_keyed_on_its_revision(no_plan: Synth) -> None:
     assert flatten(props["S3Uri"]).endswith(f"/models/{MODEL}/{config.hf_revision}/")
 
 
+def test_the_sync_fits_inside_the_custom_resources_explicit_timeout(no_plan: Synth) -> None:
+    """CloudFormation waits at most ServiceTimeout (1..3600 s, an hour when unset) for the
+    resource: the build and the provider's wait for it both end before that."""
+    timeouts = {
+        int(s["Properties"]["ServiceTimeout"])
+        for s in resources(no_plan.model_cache, "Custom::ModelWeightsSync").values()
+    }
+    assert timeouts == {3600}
+    build_s = (
+        60
+        * only(resources(no_plan.model_cache, "AWS::CodeBuild::Project"))["Properties"][
+            "TimeoutInMinutes"
+        ]
+    )
+    machine = only(resources(no_plan.model_cache, "AWS::StepFunctions::StateMachine"))
+    definition = flatten(machine["Properties"]["DefinitionString"])
+    attempts = int(re.search(r'"MaxAttempts":(\d+)', definition).group(1))  # type: ignore[union-attr]
+    interval = int(re.search(r'"IntervalSeconds":(\d+)', definition).group(1))  # type: ignore[union-attr]
+    wait_s = attempts * interval
+    assert build_s < wait_s < 3600
+
+
 def test_sync_handlers_may_only_start_and_read_builds(no_plan: Synth) -> None:
     codebuild = [
         statement
@@ -386,7 +409,7 @@ def test_step_policy_owns_scale_in(with_plan: Synth) -> None:
             "ComparisonOperator": "LessThanOrEqualToThreshold",
             "EvaluationPeriods": 3,
             "DatapointsToAlarm": 3,
-            "TreatMissingData": "notBreaching",
+            "TreatMissingData": "missing",
             "AlarmActions": [{"Ref": step_id}],
         },
     )
