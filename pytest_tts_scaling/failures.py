@@ -17,6 +17,11 @@ import pytest
 from pytest_tts_scaling.errors import ToolError
 
 
+class InconclusiveWarning(UserWarning):
+    """An answer that passed while the p95 interval it rests on still holds the SLO: not a
+    failure (unless --fail-on-inconclusive), and not a plain green either."""
+
+
 def fail(step: str, message: str, summary: list[str]) -> NoReturn:
     """End the test with `step: message` and no traceback; the line joins the run's summary."""
     line = f"{step}: {message}"

@@ -6,27 +6,40 @@ property of the result, so the report names what failed.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from pytest_tts_scaling.core.schema import QmaxArtifact
-from pytest_tts_scaling.failures import fail, one_line
+from pytest_tts_scaling.failures import InconclusiveWarning, fail, one_line
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras, render, rung_table_html
 from pytest_tts_scaling.report.plots import ladder_svg
 from pytest_tts_scaling.steps.qmax import LadderResult
-from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+from pytest_tts_scaling.steps.qmax_words import doubt_line, no_qmax_message
 
 pytestmark = pytest.mark.qmax
 
 
 def test_qmax_found(
-    tts_ladder: LadderResult, tts_report: ReportExtras, tts_summary: list[str]
+    tts_ladder: LadderResult,
+    tts_options: RunOptions,
+    tts_report: ReportExtras,
+    tts_summary: list[str],
 ) -> None:
     artifact = tts_ladder.artifact
     tts_report.artifact(artifact, tts_ladder.path)
     tts_report.html(rung_table_html(artifact), name="rungs")
     if artifact.q_max is None:
         fail("qmax", f"FAIL: {no_qmax_message(artifact)}", tts_summary)
+    if (doubt := doubt_line(artifact)) is not None:
+        if tts_options.fail_on_inconclusive:
+            fail(
+                "qmax",
+                f"FAIL (--fail-on-inconclusive): {doubt.removeprefix('qmax: ')}",
+                tts_summary,
+            )
+        warnings.warn(doubt, InconclusiveWarning, stacklevel=1)
 
 
 def test_qmax_bracketed(

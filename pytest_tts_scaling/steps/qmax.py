@@ -21,7 +21,7 @@ from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
-from pytest_tts_scaling.core.verdicts import falls_in_p95, select_qmax
+from pytest_tts_scaling.core.verdicts import falls_in_p95, inconclusive_rungs, select_qmax
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
@@ -183,6 +183,7 @@ def run_ladder(
                 "texts": len(workload.texts),
                 "voices": list(workload.voices),
                 "format": workload.format,
+                **({"request": workload.request_summary} if workload.request_summary else {}),
             },
             runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
             admission_bound=endpoint.queue_max_depth,
@@ -191,6 +192,7 @@ def run_ladder(
             host=host,
             non_monotonic=falls_in_p95(rungs),
             audio_reference=reference.summary() if reference is not None else None,
+            inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
