@@ -4,6 +4,7 @@ axis around nothing, and a skip count that differs from the terminal's."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -27,8 +28,8 @@ def one_rung_run() -> QmaxArtifact:
 
 
 @pytest.mark.parametrize("plot", [ladder_svg, throughput_svg])
-def test_a_one_rung_run_has_whole_number_ticks(plot: object) -> None:
-    svg = plot(one_rung_run())  # type: ignore[operator]
+def test_a_one_rung_run_has_whole_number_ticks(plot: Callable[[QmaxArtifact], str]) -> None:
+    svg = plot(one_rung_run())
     labels = tick_labels(svg, "x")
     assert labels, "no x tick labels found"
     assert all(re.fullmatch(r"\d+", label) for label in labels), labels
