@@ -8,6 +8,7 @@ finish their measurement in seconds and run in the project's tests.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from pytest_tts_scaling.calibration.disciplines import (
     Batching,
@@ -29,6 +30,8 @@ FAST_SLO_MS = 295.0
 LEAD_SERIAL = Slots(slots=1, service_s=0.4, first_audio_s=0.02)
 # A rung's audible p50 is its TTFAB p50 plus the lead, within this (the client's own lateness).
 AUDIBLE_TOLERANCE_MS = 20.0
+# The key the OpenAI-style cases require; the shipped scenarios read it from OPENAI_API_KEY.
+CALIBRATION_KEY = "calibration-key"
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,11 @@ class Case:
     fast: bool = False
     # Answers carry a tone with a silent tail, so the audio checks have speech to judge.
     tone: bool = False
+    # The server's face and body, and the shipped scenario that measures it (None: the
+    # container's contract, POST /invocations with raw audio).
+    face: Literal["invocations", "openai"] = "invocations"
+    body_format: Literal["raw", "sse"] = "raw"
+    scenario: str | None = None
 
     def truth(self) -> Truth:
         """The answer a correct qmax gives; faults that leave capacity alone keep its truth."""
@@ -57,7 +65,15 @@ class Case:
         return truth
 
     def server(self) -> SerialStreamServer:
-        return SerialStreamServer(discipline=self.discipline, faults=self.faults, tone=self.tone)
+        openai = self.face == "openai"
+        return SerialStreamServer(
+            discipline=self.discipline,
+            faults=self.faults,
+            face=self.face,
+            body_format=self.body_format,
+            api_key=CALIBRATION_KEY if openai else None,
+            tone=self.tone,
+        )
 
 
 CASES: tuple[Case, ...] = (
@@ -76,6 +92,15 @@ CASES: tuple[Case, ...] = (
     Case("stops", FAST_SERIAL, FAST_SLO_MS, Faults(stop_after=150)),
     Case("truncating", FAST_SERIAL, FAST_SLO_MS, Faults(truncate_above=3), fast=True, tone=True),
     Case("lead-silence", LEAD_SERIAL, 1020.0, Faults(lead_silence_s=0.3), tone=True),
+    Case("openai-raw", FAST_SERIAL, FAST_SLO_MS, face="openai", scenario="openai-speech"),
+    Case(
+        "openai-sse",
+        FAST_SERIAL,
+        FAST_SLO_MS,
+        face="openai",
+        body_format="sse",
+        scenario="openai-speech-sse",
+    ),
 )
 BY_NAME = {case.name: case for case in CASES}
 

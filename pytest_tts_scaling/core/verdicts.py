@@ -259,6 +259,31 @@ def select_qmax(rungs: Sequence[Rung], slo_ms: float) -> tuple[int | None, bool]
     return q_max, bracketed
 
 
+def holds_slo(rung: Rung, slo_ms: float) -> bool:
+    """A judged rung whose p95 interval still contains the SLO: its pass or its latency failure
+    could turn the other way with more data (errors are not a matter of more data)."""
+    interval = rung.ttfab_p95_ci_ms
+    return (
+        rung.usable
+        and rung.fail_reason != "errors"
+        and interval is not None
+        and interval.low <= slo_ms <= interval.high
+    )
+
+
+def inconclusive_rungs(rungs: Sequence[Rung], q_max: int | None, slo_ms: float) -> list[int]:
+    """The rungs the verdict rests on whose p95 interval still holds the SLO after extensions.
+
+    The verdict rests on the Q_max rung (its pass) and the lowest usable rung above it (the
+    failure that caps it); with no Q_max, on the lowest usable rung (the failure at the bottom).
+    """
+    usable = sorted((r for r in rungs if r.usable), key=lambda r: r.concurrency)
+    floor = q_max or 0
+    resting = [r for r in usable if r.concurrency == q_max]
+    resting += [r for r in usable if r.concurrency > floor][:1]
+    return sorted({r.concurrency for r in resting if holds_slo(r, slo_ms)})
+
+
 def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
     """Concurrencies whose p95 TTFAB lies wholly below that of a lower usable rung.
 

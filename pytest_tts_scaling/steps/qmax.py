@@ -21,13 +21,13 @@ from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
-from pytest_tts_scaling.core.verdicts import falls_in_p95, select_qmax
+from pytest_tts_scaling.core.verdicts import falls_in_p95, inconclusive_rungs, select_qmax
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
-from pytest_tts_scaling.load.health import require_answer, silence_after
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
 from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 from pytest_tts_scaling.steps.qmax_rung import Progress, iso_ns, measure_rung
 from pytest_tts_scaling.steps.qmax_words import (
@@ -187,6 +187,7 @@ def run_ladder(
                 "wer_sample": run.wer_sample,
                 "max_wer": run.max_wer if run.wer_sample else None,
                 "max_wer_increase": run.max_wer_increase if run.wer_sample else None,
+                **({"request": workload.request_summary} if workload.request_summary else {}),
             },
             runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
             admission_bound=endpoint.queue_max_depth,
@@ -195,6 +196,7 @@ def run_ladder(
             host=host,
             non_monotonic=falls_in_p95(rungs),
             audio_reference=reference.summary() if reference is not None else None,
+            inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:

@@ -12,9 +12,9 @@ from pathlib import Path
 from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
 from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, ttotal_filename
 from pytest_tts_scaling.endpoints.base import Endpoint
-from pytest_tts_scaling.endpoints.local_scaleout import TRIGGER, measure_local_ttotal
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.ttotal_local import TRIGGER, measure_local_ttotal
 
 
 def require_qmax_artifact(settings: ResolvedOptions) -> Path:
@@ -35,7 +35,7 @@ def run_ttotal(
     """Measure T_total on the endpoint the options name and write the artifact."""
     qmax = load(require_qmax_artifact(settings), QmaxArtifact)
     if endpoint.kind == "sagemaker":
-        from pytest_tts_scaling.aws.scaleout import measure_sagemaker_ttotal
+        from pytest_tts_scaling.steps.ttotal_sagemaker import measure_sagemaker_ttotal
 
         artifact = measure_sagemaker_ttotal(endpoint, qmax, settings, progress=progress)
     elif endpoint.kind == "local":

@@ -285,9 +285,9 @@ def measure_sagemaker_ttotal(
     `clock` (default: the endpoint's clients' clock, which the freeze itself waits on) drives
     every wait of the scale-out: provisioning, log delivery and taking the instance back.
     """
-    from pytest_tts_scaling.endpoints.local_scaleout import check_comparable, ttotal_artifact
     from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
     from pytest_tts_scaling.load.workload import workload_for
+    from pytest_tts_scaling.steps.ttotal_local import check_comparable, ttotal_artifact
 
     if not isinstance(endpoint, SageMakerEndpoint):
         raise TypeError("the SageMaker scale timer needs a SageMakerEndpoint")

@@ -10,7 +10,6 @@ concurrency. The second instance is stopped in `finally`, whatever happens.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from pytest_tts_scaling.core.timeline import (
     assemble,
     from_epoch_ns,
     iso,
-    parse_iso,
+    marker_events,
     probe_rung,
     recovered_at_ns,
     recovery_threshold_ms,
@@ -41,7 +40,6 @@ from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.steps.qmax import git_commit
 
-MARKER_PREFIX = "TTS_MARKER "
 PING_EVERY_S = 0.1
 TRIGGER = "forced"
 # A local process has no EC2 instance whose log stream could appear.
@@ -61,22 +59,6 @@ def check_comparable(qmax: QmaxArtifact, endpoint: Endpoint, settings: ResolvedO
             f"field 'slug': the qmax artifact is for {qmax.slug}, the endpoint is {endpoint.slug}; "
             "expected the same configuration (or pass --allow-config-mismatch)"
         )
-
-
-def marker_events(lines: list[tuple[float, str]]) -> list[Event]:
-    """The container's own startup markers, read from its output."""
-    events: list[Event] = []
-    for _, line in lines:
-        _, found, payload = line.partition(MARKER_PREFIX)
-        if not found:
-            continue
-        try:
-            marker = json.loads(payload)
-            at = parse_iso(marker["at"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        events.append(Event(marker["marker"], at, "container log marker"))
-    return events
 
 
 def _now() -> datetime:
