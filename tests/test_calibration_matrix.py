@@ -16,7 +16,9 @@ from pytest_tts_scaling.steps.qmax_calibration import integer_ladder, measure
 HOLD_S = 2.0
 
 
-@pytest.mark.parametrize("name", ["serial-fast", "2-slot-fast", "gated", "erroring", "truncating"])
+@pytest.mark.parametrize(
+    "name", ["serial-fast", "2-slot-fast", "gated", "erroring", "one-burst", "truncating"]
+)
 def test_the_adaptive_search_gives_the_truth(name: str, tmp_path: Path) -> None:
     case = BY_NAME[name]
     lines: list[str] = []

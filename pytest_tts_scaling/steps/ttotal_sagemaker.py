@@ -50,6 +50,7 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.endpoints.base import Endpoint
@@ -287,7 +288,6 @@ def measure_sagemaker_ttotal(
     """
     from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
     from pytest_tts_scaling.load.workload import workload_for
-    from pytest_tts_scaling.steps.ttotal_local import check_comparable, ttotal_artifact
 
     if not isinstance(endpoint, SageMakerEndpoint):
         raise TypeError("the SageMaker scale timer needs a SageMakerEndpoint")
