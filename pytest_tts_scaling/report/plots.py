@@ -128,7 +128,8 @@ def _q_max_marks(ax: Any, artifact: QmaxArtifact, rungs: Sequence[Rung]) -> None
 
 def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> str:
     """p95 TTFAB against N with its confidence band, the SLO and the Q_max bracket; the p95 time
-    to first audible audio beside it where the audio checks had an audible reference."""
+    to first audible audio beside it where the audio checks had an audible reference, and the
+    word error rate on a right-hand axis where the run transcribed answers."""
     fig, ax = new_figure(14, 3.6)
     rungs = _rungs(artifact)
     xs = [r.concurrency for r in rungs]
@@ -174,6 +175,7 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
     ax.axhline(artifact.slo_ms, color="tab:red", linestyle="--", label=f"SLO {artifact.slo_ms:g}")
     _q_max_marks(ax, artifact, rungs)
     ax.set_ylim(bottom=0)
+    _wer_axis(ax, rungs)
     return finish(
         fig,
         ax,
@@ -183,6 +185,25 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
         xlabel="concurrent requests N (closed loop)",
         ylabel="TTFAB (ms)",
     )
+
+
+def _wer_axis(ax: Any, rungs: Sequence[Rung]) -> None:
+    """With --wer-sample: the rungs' word error rate on a right-hand axis, in the same legend."""
+    with_wer = [r for r in rungs if r.wer is not None]
+    if not with_wer:
+        return
+    right = ax.twinx()
+    right.plot(
+        [r.concurrency for r in with_wer],
+        [r.wer for r in with_wer],
+        "D-",
+        color="tab:purple",
+        label="word error rate (right)",
+    )
+    right.set_ylabel("word error rate")
+    right.set_ylim(bottom=0, top=max(1.0, *(r.wer or 0.0 for r in with_wer)))
+    # One legend for both axes: the line joins the left axis's handles.
+    ax.plot([], [], "D-", color="tab:purple", label="word error rate (right)")
 
 
 def throughput_svg(artifact: QmaxArtifact) -> str:
