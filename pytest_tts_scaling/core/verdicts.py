@@ -1,7 +1,8 @@
 """Rung verdicts and Q_max (SPEC §4 qmax). Pure: no I/O, no clock.
 
 Goodput: every request that started in the measure window counts. One that ended without audio
-(an error, a timeout, an answer with no audio) counts as a TTFAB above the SLO in the p95, and
+(an error, a timeout, an answer with no audio, or with audio the checks found short or silent
+against the endpoint's own at N=1) counts as a TTFAB above the SLO in the p95, and
 more than 1% of them fail the rung with reason `errors`. A request cut after waiting the stall
 bound for its answer's body while the endpoint answered others (`waited_past_bound`) is slow, not
 an error: above the SLO in the p95, and not among the errors. Rejections (503/408/429) mean the
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_tts_scaling.core.audio import AUDIO_ERRORS
 from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
 from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
@@ -88,8 +90,9 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
     lag, bound = inputs.client_lag_p99_ms, inputs.client_lag_bound_ms
     if lag is not None and bound is not None and lag > bound:
         return "client_saturated"
-    if not ok and not any(waited_past_bound(r) for r in window):
-        return "nothing_completed"  # (every request waiting past the bound is a clear failure)
+    if not ok and not any(waited_past_bound(r) or answered_wrong(r) for r in window):
+        # (every request waiting past the bound, or answered with wrong audio, is a clear failure)
+        return "nothing_completed"
     if rejected / len(window) > MAX_REJECTED_SHARE:
         return "gate_limited"
     if too_many_errors(window):
@@ -107,6 +110,11 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
 def waited_past_bound(record: RequestRecord) -> bool:
     """Cut after waiting the stall bound for its answer's body while others were answered."""
     return record.error_code == WAITED_PAST_BOUND
+
+
+def answered_wrong(record: RequestRecord) -> bool:
+    """Answered in full, but the audio checks found it short or silent (core/audio.py)."""
+    return record.error_code in AUDIO_ERRORS
 
 
 def without_audio(window: Sequence[RequestRecord]) -> list[RequestRecord]:
@@ -198,7 +206,7 @@ def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> Interval | 
 def clearly_above(rung: Rung, slo_ms: float) -> bool:
     """A failure more data would not turn into a pass: errors, or a p95 interval above the SLO."""
     interval = rung.ttfab_p95_ci_ms
-    return rung.fail_reason == "errors" or (interval is not None and interval.low > slo_ms)
+    return rung.fail_reason in ("errors", "wer") or (interval is not None and interval.low > slo_ms)
 
 
 def word(rung: Rung) -> str:
