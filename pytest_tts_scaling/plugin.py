@@ -41,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(spec.flag, **spec.kwargs())
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-html's, which a dry run keeps from writing
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in STEP_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
@@ -59,7 +60,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ShownOnce(), "tts_scaling_shown_once")
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlExtras(config), "tts_scaling_html")
-        if config.option.htmlpath:
+        if config.option.htmlpath and options.dry_run:
+            # A dry run measures nothing: its report would replace the last real one.
+            config.stash[SUMMARY_KEY].append(
+                f"html: dry run: no report written, {html_report_path(config)} left as it was"
+            )
+            config.option.htmlpath = None
+        elif config.option.htmlpath:
             from pytest_tts_scaling.artifacts import keep_previous, kept_lines
 
             moved = keep_previous([html_report_path(config)])
