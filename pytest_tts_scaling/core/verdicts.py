@@ -18,7 +18,7 @@ from typing import Literal
 
 from pytest_tts_scaling.core.audio import AUDIO_ERRORS
 from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
-from pytest_tts_scaling.core.schema import Interval, Rung
+from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
 
 # A closed loop whose time-weighted in-flight is more than this far below N did not hold N.
@@ -304,3 +304,27 @@ def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
         ):
             fallen.append(rung.concurrency)
     return fallen
+
+
+def doubt_line(a: QmaxArtifact) -> str | None:
+    """Why the answer is inconclusive and what would settle it; None when it is not."""
+    by_c = {r.concurrency: r for r in a.rungs}
+    held = [by_c[c] for c in a.inconclusive if c in by_c]
+    if not held:
+        return None
+    parts = []
+    for rung in held:
+        interval = rung.ttfab_p95_ci_ms
+        assert interval is not None  # inconclusive_rungs keeps only rungs with an interval
+        verdict = "pass" if rung.meets_slo else "failure"
+        parts.append(
+            f"N={rung.concurrency}'s {verdict} (p95 interval {interval.low:.0f}-"
+            f"{interval.high:.0f} ms, after {rung.extensions} extension(s))"
+        )
+    measure = a.settings.get("measure_s")
+    now = f" (this run: {measure:g} s)" if isinstance(measure, int | float) else ""
+    verb = "holds" if len(parts) == 1 else "hold"
+    return (
+        f"qmax: INCONCLUSIVE: {'; '.join(parts)} still {verb} the SLO {a.slo_ms:g} ms: a longer "
+        f"--measure-s{now} or a quieter host would settle it"
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
-from pytest_tts_scaling.core.verdicts import MAX_MEASUREMENTS
+from pytest_tts_scaling.core.verdicts import MAX_MEASUREMENTS, doubt_line
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
 
@@ -64,30 +64,6 @@ def verdict_words(a: QmaxArtifact) -> str:
     rungs it rests on still hold the SLO inside their p95 interval (:func:`doubt_line`)."""
     words = _verdict(a)
     return f"{words}, INCONCLUSIVE" if a.inconclusive else words
-
-
-def doubt_line(a: QmaxArtifact) -> str | None:
-    """Why the answer is inconclusive and what would settle it; None when it is not."""
-    by_c = {r.concurrency: r for r in a.rungs}
-    held = [by_c[c] for c in a.inconclusive if c in by_c]
-    if not held:
-        return None
-    parts = []
-    for rung in held:
-        interval = rung.ttfab_p95_ci_ms
-        assert interval is not None  # inconclusive_rungs keeps only rungs with an interval
-        verdict = "pass" if rung.meets_slo else "failure"
-        parts.append(
-            f"N={rung.concurrency}'s {verdict} (p95 interval {interval.low:.0f}-"
-            f"{interval.high:.0f} ms, after {rung.extensions} extension(s))"
-        )
-    measure = a.settings.get("measure_s")
-    now = f" (this run: {measure:g} s)" if isinstance(measure, int | float) else ""
-    verb = "holds" if len(parts) == 1 else "hold"
-    return (
-        f"qmax: INCONCLUSIVE: {'; '.join(parts)} still {verb} the SLO {a.slo_ms:g} ms: a longer "
-        f"--measure-s{now} or a quieter host would settle it"
-    )
 
 
 def _verdict(a: QmaxArtifact) -> str:
