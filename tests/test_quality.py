@@ -115,3 +115,16 @@ def test_the_options_parse_in_both_front_doors() -> None:
     assert (run.wer_sample, run.max_wer, run.max_wer_increase) == (4, 0.3, 0.1)
     with pytest.raises(argparse.ArgumentError, match="expected a whole number >= 0"):
         parser.parse_args(["--wer-sample", "-1"])
+
+
+def test_the_verdict_names_the_quality_failure() -> None:
+    from pytest_tts_scaling.core.verdicts import fail_words
+
+    rung = make_rung(4, meets_slo=False, fail_reason="wer", wer=0.62, wer_at_c1=0.1, wer_sampled=3)
+    assert (
+        fail_words(rung, 1000) == "word error rate 0.62 against 0.10 at N=1 (3 answers transcribed)"
+    )
+    cut = make_rung(
+        4, meets_slo=False, fail_reason="errors", failed=9, errors_by_kind={"audio_short": 9}
+    )
+    assert "with audio short or silent against N=1's: audio_short 9" in fail_words(cut, 1000)
