@@ -265,7 +265,7 @@ def holds_slo(rung: Rung, slo_ms: float) -> bool:
     interval = rung.ttfab_p95_ci_ms
     return (
         rung.usable
-        and rung.fail_reason != "errors"
+        and rung.fail_reason not in ("errors", "wer")
         and interval is not None
         and interval.low <= slo_ms <= interval.high
     )
@@ -328,3 +328,47 @@ def doubt_line(a: QmaxArtifact) -> str | None:
         f"qmax: INCONCLUSIVE: {'; '.join(parts)} still {verb} the SLO {a.slo_ms:g} ms: a longer "
         f"--measure-s{now} or a quieter host would settle it"
     )
+
+
+def verdict_words(a: QmaxArtifact) -> str:
+    """What the run found, in words that cannot contradict each other; INCONCLUSIVE when the
+    rungs it rests on still hold the SLO inside their p95 interval (:func:`doubt_line`)."""
+    words = _verdict(a)
+    return f"{words}, INCONCLUSIVE" if a.inconclusive else words
+
+
+def _verdict(a: QmaxArtifact) -> str:
+    failing = [r for r in a.rungs if r.usable and not r.meets_slo]
+    if a.q_max is None:
+        if failing and all(r.fail_reason == "errors" for r in failing):
+            kinds = sorted({k for r in failing for k in r.errors_by_kind})
+            return f"no rung met the SLO: requests ended without audio ({', '.join(kinds)})"
+        if not any(r.usable for r in a.rungs):
+            return "no rung could be judged (every rung unusable)"
+        return "no rung met the SLO"
+    if a.q_max_bracketed:
+        above = min(
+            (r for r in failing if r.concurrency > (a.q_max or 0)), key=lambda r: r.concurrency
+        )
+        why = fail_words(above, a.slo_ms)
+        return f"Q_max {a.q_max} (bracketed: N={above.concurrency} failed, {why})"
+    return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
+
+
+def fail_words(rung: Rung, slo_ms: float) -> str:
+    if rung.fail_reason == "errors":
+        share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
+        kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
+        what = (
+            "with audio short or silent against N=1's"
+            if (set(rung.errors_by_kind) <= AUDIO_ERRORS)
+            else "without audio"
+        )
+        return f"{share:.1f}% of requests {what}: {kinds}"
+    if rung.fail_reason == "wer":
+        return (
+            f"word error rate {rung.wer or 0.0:.2f} against {rung.wer_at_c1 or 0.0:.2f} at N=1 "
+            f"({rung.wer_sampled} answers transcribed)"
+        )
+    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
+    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"

@@ -20,7 +20,7 @@ from pytest_tts_scaling.core.schema import (
     Stage,
     TtotalArtifact,
 )
-from pytest_tts_scaling.steps.qmax_words import verdict_words
+from pytest_tts_scaling.core.verdicts import verdict_words
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome

@@ -22,7 +22,12 @@ from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
-from pytest_tts_scaling.core.verdicts import falls_in_p95, inconclusive_rungs, select_qmax
+from pytest_tts_scaling.core.verdicts import (
+    falls_in_p95,
+    inconclusive_rungs,
+    select_qmax,
+    verdict_words,
+)
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
@@ -42,7 +47,6 @@ from pytest_tts_scaling.steps.qmax_words import (
     client_saturation_lines,
     progress_line,
     trust_lines,
-    verdict_words,
 )
 
 # The health probes (before rung 1, and after a rung that heard no audio) wait longer than a
