@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from container_fakes import WAIT_S, FakeEngine
+from container_fakes import WAIT_S, FakeEngine, until
 from tts_container.concurrency import InferenceExecutor, SynthesisCancelled
 from tts_container.request import SynthesisRequest
 from tts_container.scheduler import Policy, SegmentQueue, Stream
@@ -194,7 +194,7 @@ class TestExecutor:
             try:
                 busy = executor.submit(engine, _request("busy"))
                 waiting = executor.submit(engine, _request("waiting"))
-                await asyncio.sleep(0.05)
+                await until(lambda: engine.batches, "the worker taking up the busy job")
                 waiting.cancel()
                 with pytest.raises(SynthesisCancelled):
                     await asyncio.wait_for(waiting.next_chunk(), WAIT_S)
@@ -217,7 +217,7 @@ class TestExecutor:
             executor = InferenceExecutor(1, Policy(mode="edf", batch_max=4))
             try:
                 first = executor.submit(engine, _request("first"))
-                await asyncio.sleep(0.05)  # the worker holds "first" in the engine
+                await until(lambda: engine.batches, "the worker holding first in the engine")
                 others = [executor.submit(engine, _request(f"r{i}")) for i in range(3)]
                 hold.set()
                 return [[c async for c in job.chunks()] for job in (first, *others)]
