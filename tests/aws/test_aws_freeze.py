@@ -418,22 +418,26 @@ class RaisingTarget:
         self.updates.append(kwargs["DesiredWeightsAndCapacities"][0]["DesiredInstanceCount"])
 
 
-def test_restore_waits_for_the_raise_a_registration_starts(fake_clock: FakeClock) -> None:
+def _raising(
+    fake_clock: FakeClock, flags: dict[str, bool]
+) -> tuple[RaisingTarget, AwsClients, FreezeSnapshot]:
+    """The fake, clients on it, and a snapshot whose limits 2..4 lie above the pinned count."""
     from pytest_tts_scaling.aws.snapshot import TargetSnapshot
 
     fake = RaisingTarget()
     clients = AwsClients(clock=fake_clock.clock())
     clients._clients |= {"sagemaker": fake, "application-autoscaling": fake}
-    snapshot = _pinned_snapshot().model_copy(
-        update={
-            "target": TargetSnapshot(
-                resource_id="endpoint/speech-x/variant/AllTraffic",
-                min_capacity=2,
-                max_capacity=4,
-                suspended_state=dict.fromkeys(ALL_FALSE, False),
-            )
-        }
+    target = TargetSnapshot(
+        resource_id="endpoint/speech-x/variant/AllTraffic",
+        min_capacity=2,
+        max_capacity=4,
+        suspended_state=flags,
     )
+    return fake, clients, _pinned_snapshot().model_copy(update={"target": target})
+
+
+def test_restore_waits_for_the_raise_a_registration_starts(fake_clock: FakeClock) -> None:
+    fake, clients, snapshot = _raising(fake_clock, ALL_FALSE)
     lines = restore(clients, snapshot, log=print, poll_s=15)
     assert fake.updates == [3]  # sent once the service's own raise to 2 had finished
     assert fake_clock.sleeps == [15, 15]
@@ -443,22 +447,8 @@ def test_restore_waits_for_the_raise_a_registration_starts(fake_clock: FakeClock
 def test_a_registration_that_moves_nothing_is_waited_for_only_its_grace(
     fake_clock: FakeClock,
 ) -> None:
-    from pytest_tts_scaling.aws.snapshot import TargetSnapshot
-
-    fake = RaisingTarget()
+    fake, clients, snapshot = _raising(fake_clock, ALL_TRUE)
     fake.register_scalable_target = lambda **kwargs: None  # type: ignore[method-assign]
-    clients = AwsClients(clock=fake_clock.clock())
-    clients._clients |= {"sagemaker": fake, "application-autoscaling": fake}
-    snapshot = _pinned_snapshot().model_copy(
-        update={
-            "target": TargetSnapshot(
-                resource_id="endpoint/speech-x/variant/AllTraffic",
-                min_capacity=2,
-                max_capacity=4,
-                suspended_state=dict.fromkeys(ALL_TRUE, True),
-            )
-        }
-    )
     restore(clients, snapshot, log=print, poll_s=15, grace_s=60)
     assert fake.updates == [3]
     assert sum(fake_clock.sleeps) == 60
