@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -21,19 +22,31 @@ from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
-from pytest_tts_scaling.core.verdicts import falls_in_p95, inconclusive_rungs, select_qmax
+from pytest_tts_scaling.core.verdicts import (
+    falls_in_p95,
+    inconclusive_rungs,
+    select_qmax,
+    verdict_words,
+)
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
-from pytest_tts_scaling.steps.qmax_rung import Progress, iso_ns, measure_rung
+from pytest_tts_scaling.steps.qmax_quality import QualityCheck
+from pytest_tts_scaling.steps.qmax_rung import (
+    PROGRESS_EVERY_S,
+    Progress,
+    iso_ns,
+    measure_rung,
+    mmss,
+)
 from pytest_tts_scaling.steps.qmax_words import (
+    again_line,
     client_saturation_lines,
     progress_line,
     trust_lines,
-    verdict_words,
 )
 
 # The health probes (before rung 1, and after a rung that heard no audio) wait longer than a
@@ -119,6 +132,7 @@ def run_ladder(
         return workload.request(1, worker, seq)
 
     probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
+    progress(f"qmax: asking {endpoint.name} for one answer first (up to {probe_stall_s:.0f} s)")
     # A lone answer silent long enough to raise the stall bound is asked for again, warm.
     health = require_answer(
         endpoint,
@@ -186,6 +200,9 @@ def run_ladder(
                 "texts": len(workload.texts),
                 "voices": list(workload.voices),
                 "format": workload.format,
+                "wer_sample": run.wer_sample,
+                "max_wer": run.max_wer if run.wer_sample else None,
+                "max_wer_increase": run.max_wer_increase if run.wer_sample else None,
                 **({"request": workload.request_summary} if workload.request_summary else {}),
             },
             runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
@@ -204,15 +221,20 @@ def run_ladder(
         raise error
 
     reference: AudioReference | None = None
+    quality = (
+        QualityCheck(run.wer_sample, run.max_wer, run.max_wer_increase) if run.wer_sample else None
+    )
     measured = 0
     for run_index in range(1, run.runs + 1):
         rungs: list[Rung] = []
         runs.append(rungs)
         while (step := _next(rungs, endpoint, settings)) is not None:
             concurrency = step.concurrency
-            if measured:
-                time.sleep(settings.gap_s)
             eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
+            if measured:
+                wait_gap(settings.gap_s, step, progress, eta_s)
+            if (again := again_line(step, rungs, eta_s(settings.hold_s))) is not None:
+                progress(again)
 
             rung, heard, reference = measure_rung(
                 endpoint,
@@ -225,6 +247,7 @@ def run_ladder(
                 eta_s=eta_s,
                 stall_s=stall_s,
                 reference=reference,
+                quality=quality,
             )
             seen = silence_after(
                 endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s
@@ -262,6 +285,18 @@ def run_ladder(
     result = artifact(annotated, complete=True, stop_reason=None)
     save(result, path)
     return LadderResult(artifact=result, path=path, records_path=records_path)
+
+
+def wait_gap(gap_s: float, step: Step, progress: Progress, eta_s: Callable[[float], float]) -> None:
+    """--gap-s between rungs, with a line when it starts and every PROGRESS_EVERY_S in it."""
+    end = time.monotonic() + gap_s
+    while (left := end - time.monotonic()) > 0:
+        if left >= PROGRESS_EVERY_S / 2:
+            eta = mmss(eta_s(0.0) - gap_s + left)
+            progress(
+                f"qmax: gap, {left:.0f} s before N={step.concurrency} {step.phase}; run ETA {eta}"
+            )
+        time.sleep(min(left, PROGRESS_EVERY_S))
 
 
 def _eta_s(

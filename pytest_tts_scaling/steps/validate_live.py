@@ -33,13 +33,20 @@ from typing import TYPE_CHECKING, Any
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import save, write_atomic
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer
-from pytest_tts_scaling.core import arrivals
-from pytest_tts_scaling.core.live import LiveTraffic, Prediction, live_traffic, predict
+from pytest_tts_scaling.core import arrivals, live
+from pytest_tts_scaling.core.live import (
+    Check,
+    FleetLog,
+    LiveTraffic,
+    Prediction,
+    live_traffic,
+    predict,
+)
 from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
 from pytest_tts_scaling.core.timeline import DEFAULT_POLICY_LAG_S, iso
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.fleet.localfleet import FleetLog, LocalFleet
+from pytest_tts_scaling.fleet.localfleet import LocalFleet
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.aws.clients import AwsClients
@@ -162,6 +169,21 @@ class LiveRun:
     slo_ms: float
     q_max: int
     load_output: str
+
+
+def checks(run: LiveRun) -> dict[str, Check]:
+    """Every validate_live check of one run by name, in the order both front doors show them."""
+    first = live.check_first_new_instance(run.log.events, run.t0_ns, run.traffic)
+    return {
+        "steady_p95": live.check_steady_p95(run.rows, run.t0_ns, run.traffic, run.slo_ms),
+        "rejections": live.check_rejections(run.log.dispatches, run.q_max),
+        "first_new_instance": Check(
+            first.ok, f"{first.detail}; {live.first_capacity_line(run.prediction)}"
+        ),
+        "surge_shed": live.check_surge_shed(run.rows, run.t0_ns, run.traffic, run.prediction),
+        "surge_p95": live.check_surge_p95(run.rows, run.t0_ns, run.traffic, run.prediction),
+        "scale_in": live.check_scale_in(run.log.events, run.traffic),
+    }
 
 
 def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
