@@ -1,8 +1,11 @@
 """The option table: every flag of the plugin and of `tts-bench`, with the parser of its value.
 
-The same table feeds pytest's option group and argparse, so `pytest -m qmax --ladder …` and
-`tts-bench qmax --ladder …` accept the same words and fail with the same messages. What the
-parsed values become is :class:`~pytest_tts_scaling.options.RunOptions`.
+The same table feeds pytest's option group and argparse, so `pytest -m qmax --tts-ladder …` and
+`tts-bench qmax --ladder …` accept the same values and fail with the same messages. Under pytest
+every option but `--endpoint` and `--endpoint-url` carries the `--tts-` prefix (the options live in
+every pytest session of the environment, beside other plugins'); `tts-bench` owns its command line
+and keeps the bare names. What the parsed values become is
+:class:`~pytest_tts_scaling.options.RunOptions`.
 """
 
 from __future__ import annotations
@@ -93,6 +96,25 @@ def endpoint_name(value: str) -> str:
     return value
 
 
+# The interface users were promised: these keep their names under pytest too.
+UNPREFIXED = frozenset({"--endpoint", "--endpoint-url"})
+
+
+def pytest_flag(flag: str) -> str:
+    """`--ladder` → `--tts-ladder`: the spelling of a table flag under pytest."""
+    return flag if flag in UNPREFIXED else f"--tts-{flag.removeprefix('--')}"
+
+
+def both_flags(flag: str) -> str:
+    """A flag as a message names it for either front end: `--tts-ladder (tts-bench: --ladder)`.
+
+    Errors and advice are raised below both pytest and tts-bench, which spell most options
+    differently; the user reads the spelling of the command they ran.
+    """
+    spelled = pytest_flag(flag)
+    return flag if spelled == flag else f"{spelled} (tts-bench: {flag})"
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     flag: str
@@ -104,8 +126,10 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     action: str | None = None
 
-    def kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"dest": self.dest, "help": self.help, "default": self.default}
+    def kwargs(self, spell: Callable[[str], str] = lambda flag: flag) -> dict[str, Any]:
+        """argparse's keywords; `spell` names the other flags the help mentions."""
+        text = self.help.format_map({"flag": _Spelled(spell)})
+        out: dict[str, Any] = {"dest": self.dest, "help": text, "default": self.default}
         if self.action:
             out["action"] = self.action
         else:
@@ -115,6 +139,16 @@ class OptionSpec:
             if self.choices is not None:
                 out["choices"] = list(self.choices)
         return out
+
+
+class _Spelled:
+    """`{flag[baseline]}` in a help text → this front end's spelling of `--baseline`."""
+
+    def __init__(self, spell: Callable[[str], str]) -> None:
+        self.spell = spell
+
+    def __getitem__(self, name: str) -> str:
+        return self.spell(f"--{name}")
 
 
 OPTION_SPECS: tuple[OptionSpec, ...] = (
@@ -358,7 +392,7 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--regression-tolerance",
         "tts_regression_tolerance",
-        "Factor on the rise of p95 TTFAB allowed against --baseline: the noise of the two "
+        "Factor on the rise of p95 TTFAB allowed against {flag[baseline]}: the noise of the two "
         "runs' p95 confidence intervals (or 5 percent / 5 ms, if more) times this; 0 fails on "
         "any rise, 2 suits shared CI runners. Default: 1.",
         non_negative_float,
@@ -369,8 +403,15 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
 
 
 def add_to_argparse(parser: argparse.ArgumentParser | Any, specs: tuple[OptionSpec, ...]) -> None:
+    """tts-bench's spelling: the table's flags as they are."""
     for spec in specs:
         parser.add_argument(spec.flag, **spec.kwargs())
+
+
+def add_to_pytest(group: Any) -> None:
+    """pytest's spelling: every table flag under the plugin's heading, prefixed (`pytest_flag`)."""
+    for spec in OPTION_SPECS:
+        group.addoption(pytest_flag(spec.flag), **spec.kwargs(pytest_flag))
 
 
 def specs_named(*flags: str) -> tuple[OptionSpec, ...]:

@@ -34,11 +34,11 @@ def test_qmax_bracketed(tts_ladder: LadderResult, tts_options: RunOptions) -> No
     if not artifact.q_max_bracketed and tts_options.ladder is not None:
         pytest.skip(
             f"Q_max {artifact.q_max} is a lower bound of the given ladder: every rung up to {top} "
-            "met the SLO; extend --ladder to bracket it"
+            "met the SLO; extend --tts-ladder to bracket it"
         )
     assert artifact.q_max_bracketed, (
         f"Q_max {artifact.q_max} is only a lower bound: no rung above it failed clearly (the "
-        f"search went up to N={top}); raise --max-concurrency beyond {top}"
+        f"search went up to N={top}); raise --tts-max-concurrency beyond {top}"
     )
 
 
@@ -46,7 +46,7 @@ def test_qmax_at_least_minimum(tts_ladder: LadderResult, tts_options: RunOptions
     from pytest_tts_scaling.steps.baseline import below_minimum
 
     if tts_options.min_qmax is None:
-        pytest.skip("no --min-qmax gate given")
+        pytest.skip("no --tts-min-qmax gate given")
     floor = below_minimum(tts_ladder.artifact, tts_options)
     assert floor is None, floor
 
@@ -55,7 +55,7 @@ def test_qmax_at_least_minimum(tts_ladder: LadderResult, tts_options: RunOptions
 def qmax_baseline(
     request: pytest.FixtureRequest, tts_settings: ResolvedOptions
 ) -> QmaxArtifact | None:
-    """The --baseline artifact, read before the ladder runs (its file may be written over).
+    """The --tts-baseline artifact, read before the ladder runs (its file may be written over).
 
     Autouse, so it is set up ahead of `tts_ladder`: a baseline that cannot be read, or one of
     another model, transport, SLO or fingerprint, fails the qmax tests before anything is
@@ -70,7 +70,7 @@ def qmax_baseline(
             check_endpoint(baseline, tts_settings.run, request.getfixturevalue("tts_endpoint"))
         return baseline
     except InputError as exc:
-        raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
+        raise pytest.fail.Exception(f"--tts-baseline refused: {exc}", pytrace=False) from None
 
 
 def test_qmax_no_regression_against_baseline(
@@ -84,12 +84,12 @@ def test_qmax_no_regression_against_baseline(
     from pytest_tts_scaling.steps.baseline import compare_with_baseline
 
     if qmax_baseline is None:
-        pytest.skip("no --baseline given")
+        pytest.skip("no --tts-baseline given")
     artifact = tts_ladder.artifact
     try:
         comparison = compare_with_baseline(qmax_baseline, tts_ladder, tts_options)
     except InputError as exc:
-        raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
+        raise pytest.fail.Exception(f"--tts-baseline refused: {exc}", pytrace=False) from None
     tts_report.svg(ladder_svg(artifact, baseline=qmax_baseline), name="ladder against the baseline")
     tts_report.html(render("compare.html.j2", comparison=comparison), name="regression checks")
     tts_summary.extend(f"qmax baseline: warning: {w}" for w in comparison.warnings)

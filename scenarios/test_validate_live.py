@@ -9,7 +9,7 @@ router, scaled by an emulation of the plan's policy, at 1/20 of the plan's time.
 `tts-bench load --trace` in its own process. Artifacts, the trace and the per-request records go
 to ARTIFACTS_DIR/validate-live/.
 
-With `--endpoint NAME` the plan is ARTIFACTS_DIR/plan-MODEL.json (or --plan-artifact) and its
+With `--endpoint NAME` the plan is ARTIFACTS_DIR/plan-MODEL.json (or --tts-plan-artifact) and its
 traffic runs at the plan's own pace against the SageMaker endpoint; the fleet's scale-outs and
 scale-ins, instance counts and per-instance in-flight are read back from AWS
 (`pytest_tts_scaling.aws.live`, written to live.fleet.json) for the same checks.
@@ -79,7 +79,7 @@ def deployed_run(options: RunOptions, workdir: Path, progress: Callable[[str], N
     try:
         if options.inference_component:
             raise InputError(
-                "--inference-component: validate_live reads a variant's instances, not an "
+                "--tts-inference-component: validate_live reads a variant's instances, not an "
                 "inference component's copies; expected --endpoint NAME alone"
             )
         outcome = deployed_plan(options, progress)

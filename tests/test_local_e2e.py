@@ -95,7 +95,7 @@ def test_local_ttotal_times_one_more_container(qmax_run: tuple[Path, Path], tmp_
         [
             str(BIN / "tts-bench"),
             "ttotal",
-            "--qmax",
+            "--qmax-artifact",
             str(artifact_path),
             "--hold-s",
             "8",

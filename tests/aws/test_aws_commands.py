@@ -68,7 +68,7 @@ def test_drift_of_an_unknown_endpoint_fails(aws_env: dict[str, str], tmp_path: P
 def test_validate_exit_codes(aws_env: dict[str, str], tmp_path: Path) -> None:
     d = deploy(unique())
     plan = save(make_plan(), tmp_path / "plan-kokoro-82m.json")
-    ok = bench(aws_env, "validate", "--endpoint", d.endpoint, "--plan", str(plan))
+    ok = bench(aws_env, "validate", "--endpoint", d.endpoint, "--plan-artifact", str(plan))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.splitlines()[-1] == "validate-ok: 16 fields match the plan"
 
@@ -78,7 +78,9 @@ def test_validate_exit_codes(aws_env: dict[str, str], tmp_path: Path) -> None:
     assert bad.returncode == 1
     assert "MISMATCH scale_in_cooldown_s: deployed 960, planned 600" in bad.stdout
 
-    missing = bench(aws_env, "validate", "--endpoint", d.endpoint, "--plan", str(tmp_path / "x"))
+    missing = bench(
+        aws_env, "validate", "--endpoint", d.endpoint, "--plan-artifact", str(tmp_path / "x")
+    )
     assert missing.returncode == 2
     assert missing.stderr.strip().count("\n") == 0
     assert "no such artifact file" in missing.stderr
