@@ -152,6 +152,7 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
     # RTF as usual: wall time to synthesize (the whole answer) over the audio's duration; below 1
     # is faster than real time. It cannot explode when the audio arrives in one burst.
     rtf = [r.latency_ms / 1000.0 / r.audio_s for r in ok if r.audio_s > 0]
+    audible = [r.audible_ms for r in ok if r.audible_ms is not None]
     per_s = 1 / inputs.measure_s if inputs.measure_s > 0 else 0.0
     return Rung(
         concurrency=inputs.concurrency,
@@ -182,6 +183,7 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
         fail_reason=fail_reason,
         errors_by_kind=dict(sorted(Counter(failure_kind(r) for r in no_audio).items())),
         goodput_ttfab_p95_ms=goodput_p95,
+        audible_ms=summarize(audible) if audible else None,
     )
 
 
@@ -247,6 +249,31 @@ def select_qmax(rungs: Sequence[Rung], slo_ms: float) -> tuple[int | None, bool]
         c > q_max and s == "fail" and clearly_above(r, slo_ms) for c, (r, s) in stands.items()
     )
     return q_max, bracketed
+
+
+def holds_slo(rung: Rung, slo_ms: float) -> bool:
+    """A judged rung whose p95 interval still contains the SLO: its pass or its latency failure
+    could turn the other way with more data (errors are not a matter of more data)."""
+    interval = rung.ttfab_p95_ci_ms
+    return (
+        rung.usable
+        and rung.fail_reason != "errors"
+        and interval is not None
+        and interval.low <= slo_ms <= interval.high
+    )
+
+
+def inconclusive_rungs(rungs: Sequence[Rung], q_max: int | None, slo_ms: float) -> list[int]:
+    """The rungs the verdict rests on whose p95 interval still holds the SLO after extensions.
+
+    The verdict rests on the Q_max rung (its pass) and the lowest usable rung above it (the
+    failure that caps it); with no Q_max, on the lowest usable rung (the failure at the bottom).
+    """
+    usable = sorted((r for r in rungs if r.usable), key=lambda r: r.concurrency)
+    floor = q_max or 0
+    resting = [r for r in usable if r.concurrency == q_max]
+    resting += [r for r in usable if r.concurrency > floor][:1]
+    return sorted({r.concurrency for r in resting if holds_slo(r, slo_ms)})
 
 
 def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:

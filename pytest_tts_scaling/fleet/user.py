@@ -209,7 +209,8 @@ def body_pieces(raw: Any) -> Iterator[bytes]:
 
 
 class HttpStreamUser(StreamingUser, FastHttpUser):
-    """POST /invocations over one keep-alive connection, the chunked body timed as it arrives."""
+    """POST /invocations (or the scenario's request) over one keep-alive connection, the body
+    timed as it arrives."""
 
     abstract = True
     concurrency = 1
@@ -217,16 +218,18 @@ class HttpStreamUser(StreamingUser, FastHttpUser):
     connection_timeout = 10.0
 
     def exchange(self, spec: RequestSpec, timer: StreamTimer) -> None:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "audio/*",
-            "Accept-Encoding": "identity",
-            "X-Request-Id": spec.request_id,
-        }
+        headers = spec.http.sent_headers(
+            {
+                "Content-Type": "application/json",
+                "Accept": "audio/*",
+                "Accept-Encoding": "identity",
+                "X-Request-Id": spec.request_id,
+            }
+        )
         timer.started()
         with self.client.request(
-            "POST",
-            "/invocations",
+            spec.http.method,
+            spec.http.path,
             data=spec.payload,  # type: ignore[arg-type]  # geventhttpclient sends bytes as they are
             headers=headers,
             stream=True,

@@ -130,12 +130,11 @@ def stubbed_autoscaling(
 def test_activities_are_paged_filtered_to_the_run_and_oldest_first() -> None:
     client, stubber = stubbed_autoscaling(
         [
-            # Newest first, as the service answers.
             [activity(900, 2, end_s=905), activity(500, 3, "InProgress")],
             [
                 activity(400, 4, "Failed"),  # changed nothing
                 activity(120, 3, end_s=400),
-                activity(-60, 2, end_s=-30),  # before the run: paging stops here
+                activity(-60, 2, end_s=-30),  # before the run
             ],
         ]
     )
@@ -147,13 +146,39 @@ def test_activities_are_paged_filtered_to_the_run_and_oldest_first() -> None:
     ]
 
 
-def test_paging_stops_at_the_first_page_that_reaches_before_the_run() -> None:
-    # The page says more follow, but only it is stubbed: a second request would fail.
+def test_every_page_is_read_whatever_order_the_activities_come_in() -> None:
+    # Oldest first, and an activity from before the run on the first page: the run's own
+    # activities on the pages after it still count (the API documents no order).
     client, stubber = stubbed_autoscaling(
-        [[activity(30, 3, end_s=200), activity(-5, 2)]], more=True
+        [
+            [activity(-5, 2), activity(30, 3, end_s=200)],
+            [activity(-300, 1, end_s=-250)],
+            [activity(45, 4, end_s=300)],
+        ]
     )
-    assert [a.desired for a in aws_live.scaling_activities(client, SCOPE, at(0), at(60))] == [3]
+    assert [a.desired for a in aws_live.scaling_activities(client, SCOPE, at(0), at(60))] == [
+        3,
+        4,
+    ]
     stubber.assert_no_pending_responses()
+
+
+def test_an_activity_whose_description_names_no_count_takes_it_from_the_polls() -> None:
+    odd = activity(120, 9, end_s=340) | {"Description": "Scaling out the variant."}
+    client, _ = stubbed_autoscaling([[odd]])
+    lines: list[str] = []
+    found = aws_live.scaling_activities(client, SCOPE, at(0), at(600), log=lines.append)
+    assert found == [Activity(ns(120), ns(340), None, "Successful")]
+    assert lines == [
+        "1 scaling activity name no count ('Scaling out the variant.'): the count is read "
+        "from DescribeEndpoint's DesiredInstanceCount polled after it began"
+    ]
+    samples = [CountSample(ns(0), 2, 2), CountSample(ns(100), 2, 2), CountSample(ns(150), 2, 3)]
+    events = aws_live.fleet_events(found, samples)
+    assert [(e.kind, e.at_ns, e.serving) for e in events] == [
+        ("out", ns(120), 2),
+        ("first_served", ns(340), 3),
+    ]
 
 
 # --- the mapping into the local fleet's shapes (fake clock) ---------------------------------
@@ -257,6 +282,52 @@ def test_a_run_that_starts_mid_period_reads_the_period_it_starts_in(clients: Aws
     first_request = {"epoch_start_ns": round(start.timestamp() * 1e9) + 10**8, "status": "ok"}
     (dispatch,) = aws_live.dispatches([first_request], points, "speech-live/AllTraffic")
     assert dispatch.in_flight_before == 1.0
+
+
+def test_a_run_read_after_three_hours_is_read_at_the_period_cloudwatch_still_holds() -> None:
+    """10 s datapoints are kept for 3 hours: a run read 4 hours later asks for 60 s periods,
+    as the rungs' join does, and each reading covers its whole minute."""
+    client = boto3.client(
+        "cloudwatch",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        endpoint_url="http://127.0.0.1:9",
+    )
+    start, end = at(15), at(15 + 300)
+    points = [{"Timestamp": at(60 * i), "Maximum": float(i + 1)} for i in range(6)]
+    stubber = Stubber(client)
+    stubber.add_response(
+        "get_metric_statistics",
+        {"Datapoints": points},
+        {
+            "Namespace": "AWS/SageMaker",
+            "MetricName": "ConcurrentRequestsPerModel",
+            "Dimensions": SCOPE.metric_dimensions,
+            "StartTime": at(0),
+            "EndTime": end,
+            "Period": 60,
+            "Statistics": ["Maximum"],
+        },
+    )
+    lines: list[str] = []
+    with stubber:
+        read = aws_live.concurrency_maxima(
+            client,
+            SCOPE,
+            start,
+            end,
+            clock=FakeClock(start=at(4 * 3600)).clock(),
+            log=lines.append,
+        )
+    assert [p.period_s for p in read] == [60] * 6
+    assert lines == [
+        "CloudWatch keeps 10 s datapoints for 3 h only: ConcurrentRequestsPerModel is read at 60 s"
+    ]
+    (late,) = aws_live.dispatches(
+        [{"epoch_start_ns": ns(100), "status": "ok"}], read, "speech-live/AllTraffic"
+    )
+    assert late.in_flight_before == 2.0  # 40 s into the minute that starts at 60 s
 
 
 def test_concurrency_maxima_wait_bounded_for_the_metric_to_cover_the_run(
