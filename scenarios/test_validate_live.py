@@ -23,77 +23,32 @@ every scale-in waits out its cooldowns.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_tts_scaling.fleet import live
+from pytest_tts_scaling.core import live
+from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.fleet.rehearsal import LiveRun
+    from pytest_tts_scaling.steps.validate_live import LiveRun
 
 pytestmark = pytest.mark.validate_live
 
 
 @pytest.fixture(scope="module")
-def live_run(tts_options: RunOptions, tts_progress: Callable[[str], None]) -> LiveRun:
-    from pytest_tts_scaling.fleet.rehearsal import rehearsal_plan, replay
+def live_run(
+    tts_options: RunOptions, tts_progress: Callable[[str], None], tts_summary: list[str]
+) -> LiveRun:
+    from pytest_tts_scaling.steps.validate_live import run_validate_live
 
-    if tts_options.kind == "url":
-        pytest.fail(
-            "validate_live --endpoint-url: a plain URL has no scaling activity or per-instance "
-            "in-flight to read; expected --endpoint NAME (a SageMaker endpoint with the plan "
-            "deployed) or neither (the rehearsal on a local fleet)",
-            pytrace=False,
-        )
-    workdir = tts_options.artifacts_dir / "validate-live"
-    workdir.mkdir(parents=True, exist_ok=True)
-    if tts_options.kind == "sagemaker":
-        run = deployed_run(tts_options, workdir, tts_progress)
-    else:
-        run = replay(rehearsal_plan(workdir, tts_progress), workdir, tts_progress)
+    with one_line("validate_live", tts_summary):
+        run = run_validate_live(tts_options, tts_progress)
     for line in run.load_output.splitlines():
         tts_progress(line)
     return run
-
-
-def deployed_run(options: RunOptions, workdir: Path, progress: Callable[[str], None]) -> LiveRun:
-    """The plan's traffic at its own pace against the SageMaker endpoint; what its fleet did is
-    read from Application Auto Scaling, DescribeEndpoint and CloudWatch."""
-    from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.live import deployed_plan, replay_deployed
-    from pytest_tts_scaling.errors import InputError
-
-    assert options.endpoint is not None
-    from pytest_tts_scaling.load.host import usable_cores
-
-    load_args = ["--model", options.model, "--transport", options.transport]
-    if options.scenario:
-        load_args += ["--scenario", options.scenario]
-    if (cores := len(usable_cores())) > 1:
-        # A fleet's peak is more streams than one process keeps time for: one per core.
-        load_args += ["--processes", str(cores)]
-    try:
-        if options.inference_component:
-            raise InputError(
-                "--tts-inference-component: validate_live reads a variant's instances, not an "
-                "inference component's copies; expected --endpoint NAME alone"
-            )
-        outcome = deployed_plan(options, progress)
-        return replay_deployed(
-            outcome,
-            workdir,
-            progress,
-            clients=AwsClients(),
-            endpoint=options.endpoint,
-            load_args=load_args,
-        )
-    except InputError as exc:
-        failure = f"validate_live: {exc}"
-    pytest.fail(failure, pytrace=False)  # outside the handler: one line, no chained traceback
 
 
 def holds(check: live.Check, report: ReportExtras, *more: str) -> None:

@@ -15,12 +15,12 @@ import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.cases import BY_NAME, CALIBRATION_KEY
-from pytest_tts_scaling.calibration.matrix import measure
 from pytest_tts_scaling.core.decoding import DecodeError, ResponseFormat
 from pytest_tts_scaling.core.records import AudioFormat, RequestSpec, StreamTimer
 from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
+from pytest_tts_scaling.steps.qmax_calibration import measure
 
 SHIPPED = Path(__file__).resolve().parent.parent / "scenarios"
 KEY = "sk-test-not-a-real-key"

@@ -36,10 +36,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_tts_scaling.artifacts import write_atomic
 from pytest_tts_scaling.aws.clients import AwsCallError, AwsClients, Clock, aws_errors
 from pytest_tts_scaling.aws.cloudwatch import (
     MAX_LAG_S,
@@ -49,15 +47,9 @@ from pytest_tts_scaling.aws.cloudwatch import (
     period_for,
     wait_for_metric,
 )
-from pytest_tts_scaling.aws.fingerprint import describe_endpoint, read_deployment
+from pytest_tts_scaling.aws.fingerprint import describe_endpoint
 from pytest_tts_scaling.aws.scaling import ScalingScope
-from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.fleet.localfleet import Dispatch, FleetEvent, FleetLog
-
-if TYPE_CHECKING:
-    from pytest_tts_scaling.core.plan import PlanOutcome
-    from pytest_tts_scaling.fleet.rehearsal import LiveRun
-    from pytest_tts_scaling.options import RunOptions
 
 # DescribeEndpoint every this many seconds while the load runs.
 COUNT_POLL_S = 5.0
@@ -68,8 +60,6 @@ CHANGED = frozenset({"Successful", "InProgress", "Pending"})
 # The count an activity set, in its Description ("Setting desired instance count to 3."): the
 # API has no field for it, and the wording is an example in the documentation, not a contract.
 _COUNT = re.compile(r"count to (\d+)")
-# After the trace's last send: requests still streaming, and the load's own start and stop.
-LOAD_SLACK_S = 600.0
 
 
 def _ns(at: datetime) -> int:
@@ -348,59 +338,7 @@ def dispatches(
     return out
 
 
-def deployed_plan(options: RunOptions, progress: Callable[[str], None]) -> PlanOutcome:
-    """The plan behind the deployment, recomputed from the artifacts it names (the traffic and
-    the prediction need its curve and policy, which the plan file does not hold)."""
-    from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
-    from pytest_tts_scaling.report.plan import recompute
-
-    path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
-    if not path.is_file():
-        raise InputError(
-            f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
-            "writes it to --artifacts-dir; or --plan-artifact FILE)"
-        )
-    outcome, why = recompute(load(path, PlanArtifact), path.parent)
-    if outcome is None:
-        raise InputError(f"{path}: {why}")
-    if why:
-        progress(f"validate_live: {why}")
-    return outcome
-
-
-def replay_deployed(
-    outcome: PlanOutcome,
-    workdir: Path,
-    progress: Callable[[str], None],
-    *,
-    clients: AwsClients,
-    endpoint: str,
-    load_args: Sequence[str] = (),
-) -> LiveRun:
-    """The validate_live traffic at the plan's own pace against the endpoint, by `tts-bench load
-    --trace --endpoint`, while its instance counts are polled; then the fleet's log read back."""
-    from pytest_tts_scaling.fleet.rehearsal import live_run, load_trace, traffic_for
-
-    deployment = read_deployment(clients.sagemaker, endpoint)
-    traffic = traffic_for(outcome, 1.0)
-    with DeployedFleet(clients, endpoint, deployment.variant) as fleet:
-        serving = fleet.samples[0].current
-        rows, t0, output = load_trace(
-            traffic,
-            workdir,
-            progress,
-            [*load_args, "--endpoint", endpoint],
-            where=f"on {fleet.scope.describe()} ({serving} instances serving; the plan's surge "
-            f"starts on {traffic.initial_instances})",
-            timeout_s=traffic.duration_s + LOAD_SLACK_S,
-        )
-    log = fleet.log(rows, progress)
-    write_atomic(workdir / "live.fleet.json", _fleet_json(fleet, log))
-    return live_run(outcome, traffic, log, rows, t0, output)
-
-
-def _fleet_json(fleet: DeployedFleet, log: FleetLog) -> str:
+def fleet_json(fleet: DeployedFleet, log: FleetLog) -> str:
     """What was read, beside the records, so a failed check can be traced to its readings."""
     body = {
         "endpoint": fleet.endpoint,

@@ -74,6 +74,10 @@ CASES: tuple[Case, ...] = (
     Case("slow-ping", FAST_SERIAL, FAST_SLO_MS, Faults(ping_delay_s=1.5)),
     Case("stalling", FAST_SERIAL, FAST_SLO_MS, Faults(stall_after_headers=True)),
     Case("stops", FAST_SERIAL, FAST_SLO_MS, Faults(stop_after=150)),
+    # Each answer whole, after all its compute (as Kokoro-FastAPI sends an utterance): slow, not
+    # stalled. The slow one is silent longer than the stall bound its SLO alone gives.
+    Case("one-burst", Slots(1, service_s=0.05, first_audio_s=0.05), slo_ms=275.0, fast=True),
+    Case("one-burst-slow", Slots(1, service_s=6.0, first_audio_s=6.0), slo_ms=2000.0),
     Case("openai-raw", FAST_SERIAL, FAST_SLO_MS, face="openai", scenario="openai-speech"),
     Case(
         "openai-sse",

@@ -215,7 +215,7 @@ def register(subparsers: Any) -> None:
 
 def schedule(args: argparse.Namespace) -> tuple[str, Any, float, float | None]:
     """Mode, send times (open loop), duration and the requested mean rate, from the flags."""
-    from pytest_tts_scaling.fleet import arrivals
+    from pytest_tts_scaling.core import arrivals
 
     chosen = [
         flag

@@ -26,8 +26,8 @@ import gevent.event
 from locust import FastHttpUser, User, task
 from locust.exception import StopUser
 
+from pytest_tts_scaling.core.arrivals import Pacer
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
-from pytest_tts_scaling.fleet.arrivals import Pacer
 from pytest_tts_scaling.fleet.config import LoadConfig
 from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, error_outcome
 

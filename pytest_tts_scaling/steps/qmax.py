@@ -25,10 +25,10 @@ from pytest_tts_scaling.core.verdicts import falls_in_p95, inconclusive_rungs, s
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
-from pytest_tts_scaling.load.health import require_answer, silence_after
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.option_table import both_flags
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
 from pytest_tts_scaling.steps.qmax_rung import Progress, iso_ns, measure_rung
 from pytest_tts_scaling.steps.qmax_words import (
     client_saturation_lines,

@@ -31,11 +31,11 @@ from pytest_tts_scaling.core.verdicts import (
 )
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.load.engine import RungRun, ShouldEnd, ShouldExtend, run_rung
-from pytest_tts_scaling.load.health import learn_admission_bound
 from pytest_tts_scaling.load.host import load_average
 from pytest_tts_scaling.load.monitor import client_lag_bound_ms
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.qmax_health import learn_admission_bound
 
 # A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
 MAX_EXTENSIONS = 2

@@ -28,10 +28,11 @@ from pytest_tts_scaling.aws import live as aws_live
 from pytest_tts_scaling.aws.clients import AwsClients, Clock
 from pytest_tts_scaling.aws.live import Activity, CountSample, Datapoint, DeployedFleet
 from pytest_tts_scaling.aws.scaling import ScalingScope
+from pytest_tts_scaling.core import live
 from pytest_tts_scaling.core.autoscaler import Policy
 from pytest_tts_scaling.core.schema import PlanArtifact
-from pytest_tts_scaling.fleet import live
 from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.steps import validate_live
 from tests.aws.aws_helpers import FakeClock, deploy, make_plan, put_concurrency, unique
 from tests.aws.eventstream_server import Script, event_stream_server, payload_part
 
@@ -379,15 +380,13 @@ def test_the_deployed_replay_end_to_end_on_the_stand_in_and_moto(
     """plan from the artifacts dir -> trace load on the endpoint -> the fleet read back -> the
     records the checks take, with the readings written beside them. The plan's own pace would
     take the better part of an hour, so its traffic is swapped for a compressed one here."""
-    from pytest_tts_scaling.fleet import rehearsal
-
     artifacts = tmp_path / "reports"
     shutil.copytree(EXAMPLES, artifacts, ignore=shutil.ignore_patterns("*.png"))
-    outcome = aws_live.deployed_plan(RunOptions(artifacts_dir=artifacts), lambda line: None)
+    outcome = validate_live.deployed_plan(RunOptions(artifacts_dir=artifacts), lambda line: None)
     assert outcome.artifact == load(artifacts / "plan-kokoro-82m.json", PlanArtifact)
     deployed = deploy(unique(), instances=2, metric_data=False)
     small = small_story()
-    monkeypatch.setattr(rehearsal, "traffic_for", lambda outcome, time_scale: small)
+    monkeypatch.setattr(validate_live, "traffic_for", lambda outcome, time_scale: small)
     # On the clock's 10 s periods, as CloudWatch holds a high-resolution metric.
     now = datetime.fromtimestamp(time.time() // 10 * 10, UTC)
     put_concurrency(
@@ -402,7 +401,7 @@ def test_the_deployed_replay_end_to_end_on_the_stand_in_and_moto(
     with event_stream_server() as server:
         server.scripts[deployed.endpoint] = Script(messages=[(0.02, payload_part(PCM))])
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url)
-        run = aws_live.replay_deployed(
+        run = validate_live.replay_deployed(
             outcome, tmp_path, lines.append, clients=clients, endpoint=deployed.endpoint
         )
     stubber.assert_no_pending_responses()
@@ -445,7 +444,7 @@ def test_a_plain_url_fails_in_one_line_saying_why(scenario: pytest.Pytester) -> 
     result = run_scenario(scenario, "--endpoint-url", "http://127.0.0.1:9")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live --endpoint-url: a plain URL has no scaling activity or per-instance*"]
+        ["*validate_live: error: --endpoint-url: a plain URL has no scaling activity*"]
     )
     assert "Traceback" not in result.stdout.str()
 
@@ -456,7 +455,7 @@ def test_the_endpoint_path_reads_the_plan_from_the_artifacts_dir(
     result = run_scenario(scenario, "--endpoint", "speech-kokoro-82m")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live: no plan at reports/plan-kokoro-82m.json: expected the deployed*"]
+        ["*validate_live: error: no plan at reports/plan-kokoro-82m.json: expected the deployed*"]
     )
     # A plan without the qmax and ttotal artifacts it was computed from: no curve, no policy.
     reports = scenario.path / "reports"
@@ -466,5 +465,5 @@ def test_the_endpoint_path_reads_the_plan_from_the_artifacts_dir(
     result = run_scenario(scenario, "--endpoint", "speech-kokoro-82m")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live: reports/plan-kokoro-82m.json: the simulated surge and the measured*"]
+        ["*validate_live: error: reports/plan-kokoro-82m.json: the simulated surge and*"]
     )
