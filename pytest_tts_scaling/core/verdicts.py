@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
-from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.schema import Interval, Rung
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
 
 # A closed loop whose time-weighted in-flight is more than this far below N did not hold N.
@@ -187,12 +187,12 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
     )
 
 
-def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> bool:
-    """True when the SLO lies between the goodput p95 interval's low end and the largest TTFAB
-    the interval reaches: more data could flip the verdict. An interval open above only for
-    want of samples, with nothing seen near the SLO, is not held longer."""
+def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> Interval | None:
+    """The goodput p95 interval when the SLO lies between its low end and the largest TTFAB it
+    reaches (more data could flip the verdict), else None. An interval open above only for want
+    of samples, with nothing seen near the SLO, is not held longer."""
     interval = quantile_ci(goodput_ttfab_ms(window, slo_ms))
-    return interval is not None and interval.low <= slo_ms <= interval.high
+    return interval if interval is not None and interval.low <= slo_ms <= interval.high else None
 
 
 def clearly_above(rung: Rung, slo_ms: float) -> bool:

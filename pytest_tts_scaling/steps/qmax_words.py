@@ -7,7 +7,7 @@ command, the scenario and the summary say the same thing.
 from __future__ import annotations
 
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
-from pytest_tts_scaling.core.search import schedule_estimate_s, worst_case_rungs
+from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
 from pytest_tts_scaling.core.verdicts import MAX_MEASUREMENTS
 from pytest_tts_scaling.option_table import both_flags
 from pytest_tts_scaling.options import ResolvedOptions
@@ -181,6 +181,21 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
         "rungs after the first failure; the ladder stops after two failing rungs"
     )
     return lines
+
+
+def again_line(step: Step, rungs: list[Rung], eta_s: float) -> str | None:
+    """Before a concurrency is measured again: why (unusable, or a doubtful failure)."""
+    earlier = next((r for r in rungs if r.concurrency == step.concurrency), None)
+    if earlier is None:
+        return None
+    if not earlier.usable:
+        why = f"it was unusable ({earlier.unusable_reason}), so it is measured again"
+    else:
+        why = (
+            f"its failure ({earlier.fail_reason}) was doubtful, so it is re-tested before it caps "
+            "Q_max"
+        )
+    return f"qmax N={step.concurrency} {step.phase}: {why}; run ETA {mmss(eta_s)}"
 
 
 def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) -> str:

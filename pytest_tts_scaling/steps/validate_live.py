@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import save, write_atomic
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer
-from pytest_tts_scaling.core import arrivals
-from pytest_tts_scaling.core.live import LiveTraffic, Prediction, live_traffic, predict
+from pytest_tts_scaling.core import arrivals, live
+from pytest_tts_scaling.core.live import Check, LiveTraffic, Prediction, live_traffic, predict
 from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
 from pytest_tts_scaling.core.timeline import DEFAULT_POLICY_LAG_S, iso
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.fleet.localfleet import FleetLog, LocalFleet
+from pytest_tts_scaling.option_table import both_flags
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.aws.clients import AwsClients
@@ -164,6 +165,21 @@ class LiveRun:
     load_output: str
 
 
+def checks(run: LiveRun) -> dict[str, Check]:
+    """Every validate_live check of one run by name, in the order both front doors show them."""
+    first = live.check_first_new_instance(run.log.events, run.t0_ns, run.traffic)
+    return {
+        "steady_p95": live.check_steady_p95(run.rows, run.t0_ns, run.traffic, run.slo_ms),
+        "rejections": live.check_rejections(run.log.dispatches, run.q_max),
+        "first_new_instance": Check(
+            first.ok, f"{first.detail}; {live.first_capacity_line(run.prediction)}"
+        ),
+        "surge_shed": live.check_surge_shed(run.rows, run.t0_ns, run.traffic, run.prediction),
+        "surge_p95": live.check_surge_p95(run.rows, run.t0_ns, run.traffic, run.prediction),
+        "scale_in": live.check_scale_in(run.log.events, run.traffic),
+    }
+
+
 def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
     plan = outcome.artifact
     # compute_plan always records both; a plan read from elsewhere is recomputed first.
@@ -277,8 +293,8 @@ def run_validate_live(options: RunOptions, progress: Progress) -> LiveRun:
         )
     if options.kind == "sagemaker" and options.inference_component:
         raise InputError(
-            "--tts-inference-component: validate_live reads a variant's instances, not an "
-            "inference component's copies; expected --endpoint NAME alone"
+            f"{both_flags('--inference-component')}: validate_live reads a variant's instances, "
+            "not an inference component's copies; expected --endpoint NAME alone"
         )
     workdir = options.artifacts_dir / "validate-live"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -322,7 +338,7 @@ def deployed_plan(options: RunOptions, progress: Progress) -> PlanOutcome:
     if not path.is_file():
         raise InputError(
             f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
-            "writes it to --artifacts-dir; or --plan-artifact FILE)"
+            f"writes it to the artifacts directory; or {both_flags('--plan-artifact')} FILE)"
         )
     outcome, why = recompute(load(path, PlanArtifact), path.parent)
     if outcome is None:
