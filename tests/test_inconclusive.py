@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
-from pytest_tts_scaling.core.verdicts import inconclusive_rungs
+from pytest_tts_scaling.core.verdicts import doubt_line, inconclusive_rungs, verdict_words
 from pytest_tts_scaling.report.extras import Shown
 from pytest_tts_scaling.report.pages import view_for
-from pytest_tts_scaling.steps.qmax_words import doubt_line, verdict_words
 from tests.factories import make_qmax, make_rung
 
 ROOT = Path(__file__).resolve().parents[1]

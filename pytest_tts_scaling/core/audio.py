@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 AUDIO_SHORT = "audio_short"
 AUDIO_SILENT = "audio_silent"
+AUDIO_ERRORS = frozenset({AUDIO_SHORT, AUDIO_SILENT})
 # An answer this much shorter than its text's answer at N=1 was cut (Kokoro's durations are
 # deterministic for a text, voice and speed; a resampled or re-chunked answer is not 10% shorter).
 TOLERANCE = 0.10
@@ -198,3 +199,18 @@ def judge_answers(
     if reference is None:
         return list(records), None
     return [reference.judged(k, r, is_reference=is_reference) for k, r in pairs], reference
+
+
+def quality_failure(
+    wer: float | None,
+    wer_at_c1: float | None,
+    max_wer: float | None,
+    max_increase: float | None,
+) -> bool:
+    """Whether a rung's word error rate breaks the quality SLO: above `max_wer`, or above the
+    same texts' WER at N=1 by more than `max_increase` (a limit that is None does not apply)."""
+    if wer is None:
+        return False
+    if max_wer is not None and wer > max_wer:
+        return True
+    return max_increase is not None and wer_at_c1 is not None and wer - wer_at_c1 > max_increase
