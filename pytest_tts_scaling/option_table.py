@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_tts_scaling.options import DEFAULT_MODEL, DEFAULT_SLO_MS, DEFAULT_SURGE_RATIO
+from pytest_tts_scaling.spelling import pytest_flag
 
 N = TypeVar("N", int, float)
 
@@ -94,25 +95,6 @@ def endpoint_name(value: str) -> str:
     ):
         raise _fail(value, "a SageMaker endpoint name (1-63 letters, digits and '-')")
     return value
-
-
-# The interface users were promised: these keep their names under pytest too.
-UNPREFIXED = frozenset({"--endpoint", "--endpoint-url"})
-
-
-def pytest_flag(flag: str) -> str:
-    """`--ladder` → `--tts-ladder`: the spelling of a table flag under pytest."""
-    return flag if flag in UNPREFIXED else f"--tts-{flag.removeprefix('--')}"
-
-
-def both_flags(flag: str) -> str:
-    """A flag as a message names it for either front end: `--tts-ladder (tts-bench: --ladder)`.
-
-    Errors and advice are raised below both pytest and tts-bench, which spell most options
-    differently; the user reads the spelling of the command they ran.
-    """
-    spelled = pytest_flag(flag)
-    return flag if spelled == flag else f"{spelled} (tts-bench: {flag})"
 
 
 @dataclass(frozen=True)
@@ -445,7 +427,7 @@ def add_to_argparse(parser: argparse.ArgumentParser | Any, specs: tuple[OptionSp
 
 
 def add_to_pytest(group: Any) -> None:
-    """pytest's spelling: every table flag under the plugin's heading, prefixed (`pytest_flag`)."""
+    """pytest's spelling: every table flag under the plugin's heading, `--tts-` prefixed."""
     for spec in OPTION_SPECS:
         group.addoption(pytest_flag(spec.flag), **spec.kwargs(pytest_flag))
 

@@ -12,7 +12,8 @@ from typing import Any
 from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import summarize
-from pytest_tts_scaling.option_table import OPTION_SPECS, pytest_flag
+from pytest_tts_scaling.option_table import OPTION_SPECS
+from pytest_tts_scaling.spelling import pytest_flag
 
 MODEL = "kokoro-82m"
 

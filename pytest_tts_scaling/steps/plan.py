@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.option_table import both_flags
+from pytest_tts_scaling.spelling import both_flags
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome

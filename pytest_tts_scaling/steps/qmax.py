@@ -32,8 +32,8 @@ from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.workload import Workload, workload_for
-from pytest_tts_scaling.option_table import both_flags
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
 from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 from pytest_tts_scaling.steps.qmax_rung import (

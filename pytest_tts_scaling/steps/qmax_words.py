@@ -13,8 +13,8 @@ from pytest_tts_scaling.core.verdicts import (
     doubt_line,
     verdict_words,
 )
-from pytest_tts_scaling.option_table import both_flags
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
 
 
