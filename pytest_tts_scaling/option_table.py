@@ -110,7 +110,8 @@ class OptionSpec:
 
     def kwargs(self, spell: Callable[[str], str] = lambda flag: flag) -> dict[str, Any]:
         """argparse's keywords; `spell` names the other flags the help mentions."""
-        text = self.help.format_map({"flag": _Spelled(spell)})
+        # argparse expands %-formats in help: a plain "30%" must reach it as "30%%".
+        text = self.help.format_map({"flag": _Spelled(spell)}).replace("%", "%%")
         out: dict[str, Any] = {"dest": self.dest, "help": text, "default": self.default}
         if self.action:
             out["action"] = self.action
