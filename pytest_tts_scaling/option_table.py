@@ -308,8 +308,8 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--max-wer",
         "tts_max_wer",
-        "With {flag[wer-sample]}: the highest word error rate a passing rung may have (0.3 = 30%). "
-        "Default: none.",
+        "With {flag[wer-sample]}: the highest word error rate a passing rung may have (0.3: 3 "
+        "words in 10 wrong). Default: none.",
         non_negative_float,
         None,
         "RATE",

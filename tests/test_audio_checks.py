@@ -61,6 +61,9 @@ def test_levels_per_chunk_and_floor() -> None:
     assert peaks[2] == pytest.approx(1000, abs=2)
     assert floor == 0
     assert levels(b"", [0], frame=240) == ([0], 0)
+    gap = levels(data, [4800, 0, 4800], frame=240)[0]  # a chunk that carried no whole sample
+    assert gap[:2] == [0, 0]
+    assert gap[2] == pytest.approx(1000, abs=2)
     # shorter than a frame: the floor is the whole answer's peak
     assert levels(pcm((0.001, 500)), [48], frame=240)[1] > 0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_tts_scaling.core.audio import quality_failure
@@ -115,3 +117,47 @@ def test_the_options_parse_in_both_front_doors() -> None:
     assert (run.wer_sample, run.max_wer, run.max_wer_increase) == (4, 0.3, 0.1)
     with pytest.raises(argparse.ArgumentError, match="expected a whole number >= 0"):
         parser.parse_args(["--wer-sample", "-1"])
+
+
+def test_the_verdict_names_the_quality_failure() -> None:
+    from pytest_tts_scaling.core.verdicts import fail_words
+
+    rung = make_rung(4, meets_slo=False, fail_reason="wer", wer=0.62, wer_at_c1=0.1, wer_sampled=3)
+    assert (
+        fail_words(rung, 1000) == "word error rate 0.62 against 0.10 at N=1 (3 answers transcribed)"
+    )
+    cut = make_rung(
+        4, meets_slo=False, fail_reason="errors", failed=9, errors_by_kind={"audio_short": 9}
+    )
+    assert "with audio short or silent against N=1's: audio_short 9" in fail_words(cut, 1000)
+
+
+def test_a_ladder_with_wer_sample_transcribes_each_rung(tmp_path: Path) -> None:
+    """End to end: the engine hands answers over, the recognizer runs after each rung, the
+    artifact holds the WER. A tone has no words: WER 1.0 at N=1 and at N=2, no increase."""
+    pytest.importorskip("pocketsphinx")
+    from pytest_tts_scaling.calibration.cases import FAST_SERIAL
+    from pytest_tts_scaling.calibration.server import SerialStreamServer
+    from pytest_tts_scaling.endpoints.base import UrlEndpoint
+    from pytest_tts_scaling.options import RunOptions
+    from pytest_tts_scaling.steps.qmax import run_ladder
+
+    with SerialStreamServer(discipline=FAST_SERIAL, tone=True) as server:
+        settings = RunOptions(
+            endpoint_url=server.base_url,
+            slo_ms=295.0,
+            ladder=(1, 2),
+            hold_s=1.5,
+            measure_s=1.0,
+            gap_s=0.0,
+            artifacts_dir=tmp_path,
+            wer_sample=2,
+        ).for_kind()
+        result = run_ladder(UrlEndpoint(server.base_url), settings, progress=lambda line: None)
+    rungs = {r.concurrency: r for r in result.artifact.rungs}
+    assert [(rungs[n].wer, rungs[n].wer_at_c1, rungs[n].wer_sampled) for n in (1, 2)] == [
+        (1.0, 1.0, 2),
+        (1.0, 1.0, 2),
+    ]
+    assert result.artifact.q_max == 2
+    assert result.artifact.settings["wer_sample"] == 2

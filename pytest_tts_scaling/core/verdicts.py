@@ -265,7 +265,7 @@ def holds_slo(rung: Rung, slo_ms: float) -> bool:
     interval = rung.ttfab_p95_ci_ms
     return (
         rung.usable
-        and rung.fail_reason != "errors"
+        and rung.fail_reason not in ("errors", "wer")
         and interval is not None
         and interval.low <= slo_ms <= interval.high
     )
@@ -359,6 +359,16 @@ def fail_words(rung: Rung, slo_ms: float) -> str:
     if rung.fail_reason == "errors":
         share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
         kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
-        return f"{share:.1f}% of requests without audio: {kinds}"
+        what = (
+            "with audio short or silent against N=1's"
+            if (set(rung.errors_by_kind) <= AUDIO_ERRORS)
+            else "without audio"
+        )
+        return f"{share:.1f}% of requests {what}: {kinds}"
+    if rung.fail_reason == "wer":
+        return (
+            f"word error rate {rung.wer or 0.0:.2f} against {rung.wer_at_c1 or 0.0:.2f} at N=1 "
+            f"({rung.wer_sampled} answers transcribed)"
+        )
     p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
     return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"
