@@ -58,10 +58,14 @@ class RunOptions:
     gap_s: float | None = None
     runs: int = 1
     min_qmax: int | None = None
+    fail_on_inconclusive: bool = False
     dry_run: bool = False
     artifacts_dir: Path = Path("reports")
     allow_config_mismatch: bool = False
     allow_shallow_queue: bool = False
+    wer_sample: int = 0
+    max_wer: float | None = None
+    max_wer_increase: float | None = 0.1
     force: bool = False
     export_csv: Path | None = None
     qmax_artifact: Path | None = None
@@ -89,9 +93,12 @@ class RunOptions:
         hold = self.hold_s if self.hold_s is not None else base.hold_s
         measure = self.measure_s if self.measure_s is not None else min(base.measure_s, hold)
         if measure > hold:
+            from pytest_tts_scaling.spelling import both_flags
+
             raise argparse.ArgumentTypeError(
-                f"--measure-s {measure:g} is longer than --hold-s {hold:g}: the measured window "
-                "is the end of the hold, so expected --measure-s <= --hold-s"
+                f"{both_flags('--measure-s')} {measure:g} is longer than "
+                f"{both_flags('--hold-s')} {hold:g}: the measured window is the end of the hold, "
+                "so expected the measured seconds <= the held seconds"
             )
         return ResolvedOptions(
             run=self,

@@ -31,7 +31,8 @@ class Truth:
     """The answer a correct qmax gives.
 
     `q_max`/`bracketed` as in the artifact. `failing_reason`: every measured rung fails for this
-    reason (then there is no Q_max). `endpoint_error`: the measurement must stop with an error
+    reason (then there is no Q_max). `error_kind`, `audible_after_ttfab_ms`: what the audio checks
+    must show. `endpoint_error`: the measurement must stop with an error
     about the endpoint instead of a Q_max. `source` says where the number came from.
     """
 
@@ -40,6 +41,10 @@ class Truth:
     source: str
     failing_reason: str | None = None
     endpoint_error: bool = False
+    # The rung above Q_max fails with errors of this kind (`audio_short`).
+    error_kind: str | None = None
+    # Every rung's time to first audible audio is this long after its TTFAB (p50 against p50).
+    audible_after_ttfab_ms: float | None = None
 
 
 def serial_qmax(service_s: float, first_audio_s: float, slo_ms: float) -> int:
@@ -112,12 +117,16 @@ def slo_margin_ms(discipline: Discipline, slo_ms: float, q_max: int) -> float:
 
 
 def truth_for(discipline: Discipline, slo_ms: float) -> Truth:
-    """Q_max by closed form where one holds, else by simulation; bracketed by the failing N+1."""
+    """Q_max by closed form where one holds, else by simulation; bracketed by the failing N+1.
+
+    A server slower than the SLO even alone has no Q_max, and nothing brackets it: N=1 fails
+    for the SLO (as the artifact says it)."""
     closed = closed_form_qmax(discipline, slo_ms)
-    if closed is not None:
-        return Truth(q_max=closed or None, bracketed=True, source="closed form")
-    q = simulated_qmax(discipline, slo_ms)
-    return Truth(q_max=q or None, bracketed=True, source="simulation")
+    source = "closed form" if closed is not None else "simulation"
+    q = closed if closed is not None else simulated_qmax(discipline, slo_ms)
+    if not q:
+        return Truth(q_max=None, bracketed=False, source=source, failing_reason="slo")
+    return Truth(q_max=q, bracketed=True, source=source)
 
 
 def _simulate_slots(slots: Slots, concurrency: int) -> np.ndarray:

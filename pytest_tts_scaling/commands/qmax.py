@@ -24,9 +24,13 @@ FLAGS = (
     "--gap-s",
     "--runs",
     "--min-qmax",
+    "--fail-on-inconclusive",
     "--dry-run",
     "--artifacts-dir",
     "--allow-shallow-queue",
+    "--wer-sample",
+    "--max-wer",
+    "--max-wer-increase",
     "--force",
     "--baseline",
     "--regression-tolerance",
@@ -83,5 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if (floor := below_minimum(result.artifact, settings.run)) is not None:
         print(f"qmax: FAIL: {floor}")
+        return 1
+    if result.artifact.inconclusive and settings.run.fail_on_inconclusive:
+        print("qmax: FAIL: the answer is inconclusive (--fail-on-inconclusive)")
         return 1
     return 1 if regressed else 0

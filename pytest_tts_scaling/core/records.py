@@ -7,7 +7,8 @@ one, so no transport can mistake headers or control frames for audio.
 A request that did not end in audio says why in `error_code`, with a stable prefix: `no_audio`
 (an answer began, or ended, without audio), `http_<code>`, `connection_refused`, `dns_error`,
 `tls_error`, `connect_timeout`, `connection_dropped`, `stalled`, `decode_error`,
-`cancelled_at_drain`, `invocation_timeout`; and one that is no error, `waited_past_bound`: a
+`cancelled_at_drain`, `invocation_timeout`, `audio_short` and `audio_silent` (an answer judged
+against the endpoint's own at N=1, core/audio.py); and one that is no error, `waited_past_bound`: a
 request cut after waiting the stall bound for its body while the endpoint answered others (a
 queue, not a fault: its TTFAB is past the bound, above the SLO).
 """
@@ -15,13 +16,12 @@ queue, not a fault: its TTFAB is past the bound, above the SLO).
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import time
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
+from pytest_tts_scaling.core.audio import FRAME_S, levels
 from pytest_tts_scaling.core.decoding import DecodeError, Decoder, RawAudioDecoder, ResponseFormat
 from pytest_tts_scaling.core.stats import underrun_s
 
@@ -33,8 +33,20 @@ WAITED_PAST_BOUND = "waited_past_bound"
 REJECTION_CODES = frozenset({408, 429, 503})
 
 
-class ConnectTimeout(OSError):
+class NetworkError(OSError):
+    """A failure the transport recognised below HTTP (a name that does not resolve, a TLS
+    handshake refused): it names it, since the record opens no socket and cannot tell."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ConnectTimeout(NetworkError):
     """The connection to the endpoint was not established in time."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("connect_timeout", message)
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,25 @@ class AudioFormat:
     def bytes_per_second(self) -> int:
         """0 for payloads that are not audio (an embedding, say): they have no duration."""
         return self.sample_rate * self.sample_width * self.channels
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """The HTTP face of a request, as the scenario describes it.
+
+    `headers` hold their values (an API key, say) for sending only: records and artifacts name
+    headers, never their values.
+    """
+
+    method: str = "POST"
+    path: str = "/invocations"
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def sent_headers(self, defaults: dict[str, str]) -> dict[str, str]:
+        """The defaults, with the scenario's headers in place of those of the same name."""
+        ours = {name.lower() for name, _ in self.headers}
+        kept = {name: value for name, value in defaults.items() if name.lower() not in ours}
+        return {**kept, **dict(self.headers)}
 
 
 @dataclass(frozen=True)
@@ -68,6 +99,7 @@ class RequestSpec:
     response: ResponseFormat | None = None
     component: str | None = None
     text: str | None = None
+    http: HttpRequest = field(default_factory=HttpRequest)
 
     @property
     def payload(self) -> bytes:
@@ -198,6 +230,12 @@ class RequestRecord:
     target: str | None = None
     component: str | None = None
     max_queue_depth: int | None = None
+    # The peak |sample| of each chunk (16-bit audio), and the answer's quietest 10 ms: what the
+    # audio checks read (core/audio.py); empty and None where the payload is not 16-bit audio.
+    chunk_peaks: tuple[int, ...] = ()
+    audio_floor: int | None = None
+    # When the first chunk above the endpoint's silence level at N=1 arrived (ms from start).
+    audible_ms: float | None = None
 
     @classmethod
     def from_timer(
@@ -216,6 +254,13 @@ class RequestRecord:
                 timer.first_audio_ns / 1e9, [(at / 1e9, n / bps) for at, n in timer.chunks]
             )
             underrun = seconds * 1000.0
+        peaks: tuple[int, ...] = ()
+        floor = None
+        payload = timer.decoder.payload if timer.decoder is not None else b""
+        if timer.audio.sample_width == 2 and bps > 0 and len(payload) == timer.audio_bytes > 0:
+            frame = max(1, round(FRAME_S * bps / 2))
+            chunk_peaks, floor = levels(payload, [n for _, n in timer.chunks], frame)
+            peaks = tuple(chunk_peaks)
         return cls(
             request_id=spec.request_id,
             rung=rung,
@@ -237,11 +282,14 @@ class RequestRecord:
             target=timer.target,
             component=spec.component,
             max_queue_depth=timer.max_queue_depth,
+            chunk_peaks=peaks,
+            audio_floor=floor,
         )
 
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
         row["gaps_ms"] = list(self.gaps_ms)
+        row["chunk_peaks"] = list(self.chunk_peaks)
         return row
 
 
@@ -253,12 +301,8 @@ def failure_code(exc: BaseException, *, answered: bool, audio: bool) -> str:
     """The error code of a broken exchange: where it broke, not the exception's class name."""
     if isinstance(exc, ConnectionRefusedError):
         return "connection_refused"
-    if isinstance(exc, socket.gaierror):
-        return "dns_error"
-    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
-        return "tls_error"
-    if isinstance(exc, ConnectTimeout):
-        return "connect_timeout"
+    if isinstance(exc, NetworkError):
+        return exc.code
     if answered and not audio:
         return "no_audio"
     return "connection_dropped"

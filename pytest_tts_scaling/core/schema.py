@@ -178,7 +178,8 @@ class Rung(_Model):
     instance_count: int | None = None
     client: ClientTiming | None = None
     # Goodput (issue 12): every request started in the window counts.
-    # `slo` (p95 above the SLO) or `errors` (more than 1% of requests ended without audio).
+    # `slo` (p95 above the SLO), `errors` (more than 1% of requests ended without audio) or `wer`
+    # (the quality SLO: --max-wer, --max-wer-increase).
     fail_reason: str | None = None
     # Requests of the window that ended without audio, by kind (`no_audio`, `http_500`, …).
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
@@ -192,10 +193,28 @@ class Rung(_Model):
     # doubtful failure is re-tested before it caps Q_max.
     remeasured: int = Field(default=0, ge=0)
     earlier: list[str] = Field(default_factory=list)
+    # Time to first audible audio: the first chunk above the endpoint's silence level at N=1
+    # (TTFAB is still the first audio byte); None without a reference or an audible one.
+    audible_ms: Summary | None = None
+    # With --wer-sample: the word error rate of a few of the rung's answers against their texts,
+    # the same texts' WER at N=1, and how many answers were transcribed.
+    wer: float | None = None
+    wer_at_c1: float | None = None
+    wer_sampled: int = Field(default=0, ge=0)
     # The host's 1-minute load average when the rung ended (a local run shares its host).
     load_avg_1m: float | None = None
     # Fewer completions than a p95 needs (ladder.MIN_COMPLETIONS), even after extending.
     few_samples: bool = False
+
+
+class AudioReferenceSummary(_Model):
+    """The reference the audio checks judged against: the endpoint's own answers at N=1."""
+
+    texts: int = Field(ge=0)
+    silence_level: int = Field(ge=0)
+    # False: no reference answer rose above its silence level, so none is judged silent.
+    audible: bool
+    tolerance: float = Field(ge=0, le=1)
 
 
 class QmaxArtifact(_Model):
@@ -229,6 +248,12 @@ class QmaxArtifact(_Model):
     host: Host | None = None
     # Rungs whose p95 TTFAB fell below a lower rung's beyond both intervals (a changing host).
     non_monotonic: list[int] = Field(default_factory=list)
+    # What the answers at N=1 set for the audio checks (audio_short, audio_silent, audible time).
+    audio_reference: AudioReferenceSummary | None = None
+    # Rungs the verdict rests on (the Q_max rung, the failure above it; with no Q_max the lowest)
+    # whose p95 interval still held the SLO after their extensions: the answer is inconclusive.
+    # Absent from artifacts written before it was kept (read as none).
+    inconclusive: list[int] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

@@ -1,7 +1,8 @@
 """Rung verdicts and Q_max (SPEC §4 qmax). Pure: no I/O, no clock.
 
 Goodput: every request that started in the measure window counts. One that ended without audio
-(an error, a timeout, an answer with no audio) counts as a TTFAB above the SLO in the p95, and
+(an error, a timeout, an answer with no audio, or with audio the checks found short or silent
+against the endpoint's own at N=1) counts as a TTFAB above the SLO in the p95, and
 more than 1% of them fail the rung with reason `errors`. A request cut after waiting the stall
 bound for its answer's body while the endpoint answered others (`waited_past_bound`) is slow, not
 an error: above the SLO in the p95, and not among the errors. Rejections (503/408/429) mean the
@@ -15,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_tts_scaling.core.audio import AUDIO_ERRORS
 from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
-from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
 
 # A closed loop whose time-weighted in-flight is more than this far below N did not hold N.
@@ -88,8 +90,9 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
     lag, bound = inputs.client_lag_p99_ms, inputs.client_lag_bound_ms
     if lag is not None and bound is not None and lag > bound:
         return "client_saturated"
-    if not ok and not any(waited_past_bound(r) for r in window):
-        return "nothing_completed"  # (every request waiting past the bound is a clear failure)
+    if not ok and not any(waited_past_bound(r) or answered_wrong(r) for r in window):
+        # (every request waiting past the bound, or answered with wrong audio, is a clear failure)
+        return "nothing_completed"
     if rejected / len(window) > MAX_REJECTED_SHARE:
         return "gate_limited"
     if too_many_errors(window):
@@ -107,6 +110,11 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
 def waited_past_bound(record: RequestRecord) -> bool:
     """Cut after waiting the stall bound for its answer's body while others were answered."""
     return record.error_code == WAITED_PAST_BOUND
+
+
+def answered_wrong(record: RequestRecord) -> bool:
+    """Answered in full, but the audio checks found it short or silent (core/audio.py)."""
+    return record.error_code in AUDIO_ERRORS
 
 
 def without_audio(window: Sequence[RequestRecord]) -> list[RequestRecord]:
@@ -152,6 +160,7 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
     # RTF as usual: wall time to synthesize (the whole answer) over the audio's duration; below 1
     # is faster than real time. It cannot explode when the audio arrives in one burst.
     rtf = [r.latency_ms / 1000.0 / r.audio_s for r in ok if r.audio_s > 0]
+    audible = [r.audible_ms for r in ok if r.audible_ms is not None]
     per_s = 1 / inputs.measure_s if inputs.measure_s > 0 else 0.0
     return Rung(
         concurrency=inputs.concurrency,
@@ -182,21 +191,22 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
         fail_reason=fail_reason,
         errors_by_kind=dict(sorted(Counter(failure_kind(r) for r in no_audio).items())),
         goodput_ttfab_p95_ms=goodput_p95,
+        audible_ms=summarize(audible) if audible else None,
     )
 
 
-def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> bool:
-    """True when the SLO lies between the goodput p95 interval's low end and the largest TTFAB
-    the interval reaches: more data could flip the verdict. An interval open above only for
-    want of samples, with nothing seen near the SLO, is not held longer."""
+def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> Interval | None:
+    """The goodput p95 interval when the SLO lies between its low end and the largest TTFAB it
+    reaches (more data could flip the verdict), else None. An interval open above only for want
+    of samples, with nothing seen near the SLO, is not held longer."""
     interval = quantile_ci(goodput_ttfab_ms(window, slo_ms))
-    return interval is not None and interval.low <= slo_ms <= interval.high
+    return interval if interval is not None and interval.low <= slo_ms <= interval.high else None
 
 
 def clearly_above(rung: Rung, slo_ms: float) -> bool:
     """A failure more data would not turn into a pass: errors, or a p95 interval above the SLO."""
     interval = rung.ttfab_p95_ci_ms
-    return rung.fail_reason == "errors" or (interval is not None and interval.low > slo_ms)
+    return rung.fail_reason in ("errors", "wer") or (interval is not None and interval.low > slo_ms)
 
 
 def word(rung: Rung) -> str:
@@ -249,6 +259,31 @@ def select_qmax(rungs: Sequence[Rung], slo_ms: float) -> tuple[int | None, bool]
     return q_max, bracketed
 
 
+def holds_slo(rung: Rung, slo_ms: float) -> bool:
+    """A judged rung whose p95 interval still contains the SLO: its pass or its latency failure
+    could turn the other way with more data (errors are not a matter of more data)."""
+    interval = rung.ttfab_p95_ci_ms
+    return (
+        rung.usable
+        and rung.fail_reason not in ("errors", "wer")
+        and interval is not None
+        and interval.low <= slo_ms <= interval.high
+    )
+
+
+def inconclusive_rungs(rungs: Sequence[Rung], q_max: int | None, slo_ms: float) -> list[int]:
+    """The rungs the verdict rests on whose p95 interval still holds the SLO after extensions.
+
+    The verdict rests on the Q_max rung (its pass) and the lowest usable rung above it (the
+    failure that caps it); with no Q_max, on the lowest usable rung (the failure at the bottom).
+    """
+    usable = sorted((r for r in rungs if r.usable), key=lambda r: r.concurrency)
+    floor = q_max or 0
+    resting = [r for r in usable if r.concurrency == q_max]
+    resting += [r for r in usable if r.concurrency > floor][:1]
+    return sorted({r.concurrency for r in resting if holds_slo(r, slo_ms)})
+
+
 def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
     """Concurrencies whose p95 TTFAB lies wholly below that of a lower usable rung.
 
@@ -269,3 +304,71 @@ def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
         ):
             fallen.append(rung.concurrency)
     return fallen
+
+
+def doubt_line(a: QmaxArtifact) -> str | None:
+    """Why the answer is inconclusive and what would settle it; None when it is not."""
+    by_c = {r.concurrency: r for r in a.rungs}
+    held = [by_c[c] for c in a.inconclusive if c in by_c]
+    if not held:
+        return None
+    parts = []
+    for rung in held:
+        interval = rung.ttfab_p95_ci_ms
+        assert interval is not None  # inconclusive_rungs keeps only rungs with an interval
+        verdict = "pass" if rung.meets_slo else "failure"
+        parts.append(
+            f"N={rung.concurrency}'s {verdict} (p95 interval {interval.low:.0f}-"
+            f"{interval.high:.0f} ms, after {rung.extensions} extension(s))"
+        )
+    measure = a.settings.get("measure_s")
+    now = f" (this run: {measure:g} s)" if isinstance(measure, int | float) else ""
+    verb = "holds" if len(parts) == 1 else "hold"
+    return (
+        f"qmax: INCONCLUSIVE: {'; '.join(parts)} still {verb} the SLO {a.slo_ms:g} ms: a longer "
+        f"--measure-s{now} or a quieter host would settle it"
+    )
+
+
+def verdict_words(a: QmaxArtifact) -> str:
+    """What the run found, in words that cannot contradict each other; INCONCLUSIVE when the
+    rungs it rests on still hold the SLO inside their p95 interval (:func:`doubt_line`)."""
+    words = _verdict(a)
+    return f"{words}, INCONCLUSIVE" if a.inconclusive else words
+
+
+def _verdict(a: QmaxArtifact) -> str:
+    failing = [r for r in a.rungs if r.usable and not r.meets_slo]
+    if a.q_max is None:
+        if failing and all(r.fail_reason == "errors" for r in failing):
+            kinds = sorted({k for r in failing for k in r.errors_by_kind})
+            return f"no rung met the SLO: requests ended without audio ({', '.join(kinds)})"
+        if not any(r.usable for r in a.rungs):
+            return "no rung could be judged (every rung unusable)"
+        return "no rung met the SLO"
+    if a.q_max_bracketed:
+        above = min(
+            (r for r in failing if r.concurrency > (a.q_max or 0)), key=lambda r: r.concurrency
+        )
+        why = fail_words(above, a.slo_ms)
+        return f"Q_max {a.q_max} (bracketed: N={above.concurrency} failed, {why})"
+    return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
+
+
+def fail_words(rung: Rung, slo_ms: float) -> str:
+    if rung.fail_reason == "errors":
+        share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
+        kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
+        what = (
+            "with audio short or silent against N=1's"
+            if (set(rung.errors_by_kind) <= AUDIO_ERRORS)
+            else "without audio"
+        )
+        return f"{share:.1f}% of requests {what}: {kinds}"
+    if rung.fail_reason == "wer":
+        return (
+            f"word error rate {rung.wer or 0.0:.2f} against {rung.wer_at_c1 or 0.0:.2f} at N=1 "
+            f"({rung.wer_sampled} answers transcribed)"
+        )
+    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
+    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"

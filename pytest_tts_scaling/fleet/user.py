@@ -26,10 +26,10 @@ import gevent.event
 from locust import FastHttpUser, User, task
 from locust.exception import StopUser
 
+from pytest_tts_scaling.core.arrivals import Pacer
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
-from pytest_tts_scaling.fleet.arrivals import Pacer
 from pytest_tts_scaling.fleet.config import LoadConfig
-from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, error_outcome
+from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, error_outcome, named
 
 READ_SIZE = 65536
 # After a rejection or an error a closed-loop user pauses this long (as the qmax engine does).
@@ -148,7 +148,7 @@ class StreamingUser(User):
                 self.exchange(spec, timer)
         except Exception as exc:  # a broken connection ends this request, not the user
             if timer.end_ns is None:
-                timer.failed(exc)  # the engine's stable codes: connection_refused, ...
+                timer.failed(named(exc))  # the engine's stable codes: connection_refused, ...
             self.close()
         if timer.start_ns is None:
             timer.started()
@@ -209,7 +209,8 @@ def body_pieces(raw: Any) -> Iterator[bytes]:
 
 
 class HttpStreamUser(StreamingUser, FastHttpUser):
-    """POST /invocations over one keep-alive connection, the chunked body timed as it arrives."""
+    """POST /invocations (or the scenario's request) over one keep-alive connection, the body
+    timed as it arrives."""
 
     abstract = True
     concurrency = 1
@@ -217,16 +218,18 @@ class HttpStreamUser(StreamingUser, FastHttpUser):
     connection_timeout = 10.0
 
     def exchange(self, spec: RequestSpec, timer: StreamTimer) -> None:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "audio/*",
-            "Accept-Encoding": "identity",
-            "X-Request-Id": spec.request_id,
-        }
+        headers = spec.http.sent_headers(
+            {
+                "Content-Type": "application/json",
+                "Accept": "audio/*",
+                "Accept-Encoding": "identity",
+                "X-Request-Id": spec.request_id,
+            }
+        )
         timer.started()
         with self.client.request(
-            "POST",
-            "/invocations",
+            spec.http.method,
+            spec.http.path,
             data=spec.payload,  # type: ignore[arg-type]  # geventhttpclient sends bytes as they are
             headers=headers,
             stream=True,
@@ -236,7 +239,9 @@ class HttpStreamUser(StreamingUser, FastHttpUser):
             raw = getattr(response, "_response", None)
             if raw is None or not response.status_code:
                 error = getattr(response, "error", None)
-                timer.failed(error if isinstance(error, BaseException) else ConnectionError())
+                timer.failed(
+                    named(error) if isinstance(error, BaseException) else ConnectionError()
+                )
             elif response.status_code == 200:
                 timer.http_status = 200
                 for piece in body_pieces(raw):

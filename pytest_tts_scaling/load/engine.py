@@ -28,7 +28,7 @@ from pytest_tts_scaling.core.records import (
 )
 from pytest_tts_scaling.core.schema import ClientTiming
 from pytest_tts_scaling.load.monitor import LoopMonitor, quiet_gc
-from pytest_tts_scaling.load.transports import Session, Transport
+from pytest_tts_scaling.load.transports import Session, Transport, named
 
 # After a rejection or an error a worker pauses this long, so a full admission gate or a dead
 # server does not turn the client into a busy loop; it is far below any service time.
@@ -55,6 +55,8 @@ MakeRequest = Callable[[int, int], RequestSpec]
 # Given the requests that ended in the window and its length (s): how many seconds more it needs
 # (0: none).
 ShouldExtend = Callable[[list[RequestRecord], float], float]
+# A delivered answer and its audio bytes, as the request ends (for checks run after the rung).
+OnAudio = Callable[[RequestRecord, bytes], None]
 # Given the window's start and now (monotonic ns): whether what the window holds so far already
 # decides the rung, so it can end now.
 ShouldEnd = Callable[[int, int], bool]
@@ -91,12 +93,14 @@ class ClosedLoop:
         label: int | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
         stall_s: float | None = None,
+        on_audio: OnAudio | None = None,
     ):
         self.transport = transport
         self.make_request = make_request
         self.concurrency = concurrency
         self.label = concurrency if label is None else label
         self.on_record = on_record
+        self.on_audio = on_audio
         self.stall_s = stall_s
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         self.records: list[RequestRecord] = []
@@ -164,10 +168,12 @@ class ClosedLoop:
             if task.done() and not task.cancelled() and (error := task.exception()) is not None:
                 raise error
 
-    def _keep(self, record: RequestRecord) -> None:
+    def _keep(self, record: RequestRecord, timer: StreamTimer) -> None:
         self.records.append(record)
         if record.status == "ok":
             self._last_answer_ns = record.end_ns
+            if self.on_audio is not None and timer.decoder is not None:
+                self.on_audio(record, bytes(timer.decoder.payload))
         if self.on_record is not None:
             self.on_record(record)
 
@@ -219,8 +225,8 @@ class ClosedLoop:
                     spec = self.make_request(index, seq)
                     seq += 1
                     timer = StreamTimer(spec.audio, decoder=spec.decoder())
-                    timer.failed(exc)
-                    self._keep(self._record(timer, spec, index))
+                    timer.failed(named(exc))
+                    self._keep(self._record(timer, spec, index), timer)
                 await asyncio.sleep(REJECTION_BACKOFF_S)
             except Exception as exc:  # a broken session is reopened; the error is reported
                 self.session_errors.append(f"worker {index}: {type(exc).__name__}: {exc}")
@@ -248,7 +254,7 @@ class ClosedLoop:
             if timer.start_ns is not None:
                 if timer.end_ns is None:
                     timer.finished("timeout", "cancelled_at_drain")
-                self._keep(self._record(timer, spec, index))
+                self._keep(self._record(timer, spec, index), timer)
         return timer
 
     def _record(self, timer: StreamTimer, spec: RequestSpec, index: int) -> RequestRecord:
@@ -284,6 +290,17 @@ class RungRun:
         return ended_between(self.records, self.window_start_ns, self.window_end_ns)
 
 
+@dataclass
+class WindowClock:
+    """Where a running rung's window stands, kept current by :func:`run_rung` for whoever
+    reports its progress: the window's end moves when it is extended or ended early, and
+    `draining` is set once nothing new is sent and the requests in flight are given time."""
+
+    end_ns: int = 0
+    draining: bool = False
+    drain_s: float = 0.0
+
+
 async def run_rung(
     transport: Transport,
     make_request: MakeRequest,
@@ -296,6 +313,8 @@ async def run_rung(
     should_end: ShouldEnd | None = None,
     stall_s: float | None = None,
     on_record: Callable[[RequestRecord], None] | None = None,
+    on_audio: OnAudio | None = None,
+    clock: WindowClock | None = None,
 ) -> RungRun:
     """Hold `concurrency` workers for `hold_s`; the last `measure_s` is the measured window.
 
@@ -303,8 +322,10 @@ async def run_rung(
     long as it asks and the window grows, at most `max_extensions` times. When `should_end`
     says the window so far decides the rung (from a third of the window on), the window ends
     there. With `stall_s`, an endpoint that answers nothing for that long ends the rung early
-    (see :class:`ClosedLoop`).
+    (see :class:`ClosedLoop`). `clock`, when given, follows the window (:class:`WindowClock`).
     """
+    clock = clock or WindowClock()
+    drain_s = DRAIN_S if stall_s is None else min(DRAIN_S, 2 * stall_s)
     with quiet_gc():
         loop = ClosedLoop(
             transport,
@@ -312,10 +333,11 @@ async def run_rung(
             concurrency=concurrency,
             stall_s=stall_s,
             on_record=on_record,
+            on_audio=on_audio,
         )
         started = time.perf_counter_ns()
         window_start = started + int((hold_s - measure_s) * 1e9)
-        window_end = started + int(hold_s * 1e9)
+        window_end = clock.end_ns = started + int(hold_s * 1e9)
         extensions = 0
         ended_early = False
         earliest_end = window_start + int(EARLY_END_AFTER_SHARE * measure_s * 1e9)
@@ -335,7 +357,7 @@ async def run_rung(
                     if should_end is not None and now >= earliest_end:
                         ended_early = should_end(window_start, now)
                         if ended_early:
-                            window_end = now
+                            window_end = clock.end_ns = now
                             break
                     continue
                 if should_extend is None or extensions >= max_extensions:
@@ -346,8 +368,10 @@ async def run_rung(
                     break
                 extensions += 1
                 window_end += int(more_s * 1e9)
+                clock.end_ns = window_end
         finally:
-            await loop.stop(DRAIN_S if stall_s is None else min(DRAIN_S, 2 * stall_s))
+            clock.draining, clock.drain_s = True, drain_s
+            await loop.stop(drain_s)
     return RungRun(
         concurrency=concurrency,
         records=loop.records,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -17,22 +18,36 @@ from typing import NoReturn
 
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import keep_previous, kept_lines, save
+from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
-from pytest_tts_scaling.core.verdicts import falls_in_p95, select_qmax
+from pytest_tts_scaling.core.verdicts import (
+    falls_in_p95,
+    inconclusive_rungs,
+    select_qmax,
+    verdict_words,
+)
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
-from pytest_tts_scaling.load.health import require_answer, silence_after
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_rung import Progress, iso_ns, measure_rung
+from pytest_tts_scaling.spelling import both_flags
+from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
+from pytest_tts_scaling.steps.qmax_quality import QualityCheck
+from pytest_tts_scaling.steps.qmax_rung import (
+    PROGRESS_EVERY_S,
+    Progress,
+    iso_ns,
+    measure_rung,
+    mmss,
+)
 from pytest_tts_scaling.steps.qmax_words import (
+    again_line,
     client_saturation_lines,
     progress_line,
     trust_lines,
-    verdict_words,
 )
 
 # The health probes (before rung 1, and after a rung that heard no audio) wait longer than a
@@ -87,8 +102,8 @@ def check_admission_bound(endpoint: Endpoint, top_rung: int | None, allow: bool)
         raise InputError(
             f"the admission bound of {endpoint.name} is {bound} ({endpoint.queue_max_depth_source})"
             f", below the top rung {top_rung}: rungs above it would only measure the admission "
-            f"gate; expected a bound >= {top_rung} (redeploy unbounded, lower --ladder, or pass "
-            "--allow-shallow-queue)"
+            f"gate; expected a bound >= {top_rung} (redeploy unbounded, lower "
+            f"{both_flags('--ladder')}, or pass {both_flags('--allow-shallow-queue')})"
         )
 
 
@@ -120,6 +135,7 @@ def run_ladder(
         return workload.request(1, worker, seq)
 
     probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
+    progress(f"qmax: asking {endpoint.name} for one answer first (up to {probe_stall_s:.0f} s)")
     # A lone answer silent long enough to raise the stall bound is asked for again, warm.
     health = require_answer(
         endpoint,
@@ -129,6 +145,9 @@ def run_ladder(
         cold_s=silence_kept_s(settings.slo_ms),
     )
     stall_s = stall_bound_s(settings.slo_ms, health.quietest_s)
+    # After a rung that heard nothing, a lone request may be as silent as a rung's may be: a
+    # server that sends each answer whole, slower on a busy host, is not a stopped one.
+    probe_stall_s = max(probe_stall_s, stall_s)
     check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")
@@ -184,6 +203,10 @@ def run_ladder(
                 "texts": len(workload.texts),
                 "voices": list(workload.voices),
                 "format": workload.format,
+                "wer_sample": run.wer_sample,
+                "max_wer": run.max_wer if run.wer_sample else None,
+                "max_wer_increase": run.max_wer_increase if run.wer_sample else None,
+                **({"request": workload.request_summary} if workload.request_summary else {}),
             },
             runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
             admission_bound=endpoint.queue_max_depth,
@@ -191,6 +214,8 @@ def run_ladder(
             probe=health.summary(),
             host=host,
             non_monotonic=falls_in_p95(rungs),
+            audio_reference=reference.summary() if reference is not None else None,
+            inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -198,17 +223,23 @@ def run_ladder(
         save(artifact(rungs, complete=False, stop_reason=reason), path)
         raise error
 
+    reference: AudioReference | None = None
+    quality = (
+        QualityCheck(run.wer_sample, run.max_wer, run.max_wer_increase) if run.wer_sample else None
+    )
     measured = 0
     for run_index in range(1, run.runs + 1):
         rungs: list[Rung] = []
         runs.append(rungs)
         while (step := _next(rungs, endpoint, settings)) is not None:
             concurrency = step.concurrency
-            if measured:
-                time.sleep(settings.gap_s)
             eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
+            if measured:
+                wait_gap(settings.gap_s, step, progress, eta_s)
+            if (again := again_line(step, rungs, eta_s(settings.hold_s))) is not None:
+                progress(again)
 
-            rung, heard = measure_rung(
+            rung, heard, reference = measure_rung(
                 endpoint,
                 settings,
                 workload,
@@ -218,6 +249,8 @@ def run_ladder(
                 progress=progress,
                 eta_s=eta_s,
                 stall_s=stall_s,
+                reference=reference,
+                quality=quality,
             )
             seen = silence_after(
                 endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s
@@ -255,6 +288,18 @@ def run_ladder(
     result = artifact(annotated, complete=True, stop_reason=None)
     save(result, path)
     return LadderResult(artifact=result, path=path, records_path=records_path)
+
+
+def wait_gap(gap_s: float, step: Step, progress: Progress, eta_s: Callable[[float], float]) -> None:
+    """--gap-s between rungs, with a line when it starts and every PROGRESS_EVERY_S in it."""
+    end = time.monotonic() + gap_s
+    while (left := end - time.monotonic()) > 0:
+        if left >= PROGRESS_EVERY_S / 2:
+            eta = mmss(eta_s(0.0) - gap_s + left)
+            progress(
+                f"qmax: gap, {left:.0f} s before N={step.concurrency} {step.phase}; run ETA {eta}"
+            )
+        time.sleep(min(left, PROGRESS_EVERY_S))
 
 
 def _eta_s(

@@ -7,9 +7,14 @@ command, the scenario and the summary say the same thing.
 from __future__ import annotations
 
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
-from pytest_tts_scaling.core.search import schedule_estimate_s, worst_case_rungs
-from pytest_tts_scaling.core.verdicts import MAX_MEASUREMENTS
+from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
+from pytest_tts_scaling.core.verdicts import (
+    MAX_MEASUREMENTS,
+    doubt_line,
+    verdict_words,
+)
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
 
 
@@ -33,6 +38,8 @@ def client_saturation_lines(rungs: list[Rung]) -> list[str]:
 def trust_lines(a: QmaxArtifact) -> list[str]:
     """What makes the numbers less trustworthy than they look: a busy host, thin rungs, a fall."""
     lines: list[str] = []
+    if (doubt := doubt_line(a)) is not None:
+        lines.append(doubt)
     host = a.host
     loads = [r.load_avg_1m for r in a.rungs if r.load_avg_1m is not None]
     if host is not None and loads and max(loads) > host.cpu_count:
@@ -46,7 +53,7 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
         lines.append(
             f"qmax: N={', '.join(map(str, thin))} judged on fewer than {MIN_COMPLETIONS} "
             "completed requests, even after extending the window: their p95 is little more "
-            "than their slowest request (use a longer --measure-s)"
+            f"than their slowest request (use a longer {both_flags('--measure-s')})"
         )
     if a.non_monotonic:
         lines.append(
@@ -55,25 +62,6 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
             "re-run it on a quiet machine"
         )
     return lines
-
-
-def verdict_words(a: QmaxArtifact) -> str:
-    """What the run found, in words that cannot contradict each other."""
-    failing = [r for r in a.rungs if r.usable and not r.meets_slo]
-    if a.q_max is None:
-        if failing and all(r.fail_reason == "errors" for r in failing):
-            kinds = sorted({k for r in failing for k in r.errors_by_kind})
-            return f"no rung met the SLO: requests ended without audio ({', '.join(kinds)})"
-        if not any(r.usable for r in a.rungs):
-            return "no rung could be judged (every rung unusable)"
-        return "no rung met the SLO"
-    if a.q_max_bracketed:
-        above = min(
-            (r for r in failing if r.concurrency > (a.q_max or 0)), key=lambda r: r.concurrency
-        )
-        why = fail_words(above, a.slo_ms)
-        return f"Q_max {a.q_max} (bracketed: N={above.concurrency} failed, {why})"
-    return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
 
 
 def no_qmax_message(artifact: QmaxArtifact) -> str:
@@ -87,17 +75,10 @@ def no_qmax_message(artifact: QmaxArtifact) -> str:
     if first is not None and not first.usable:
         lowest += f", unusable ({first.unusable_reason})"
     causes = [line.removeprefix("qmax: ") for line in trust_lines(artifact)]
-    advice = "; ".join(causes) or "raise --slo-ms, or find out why one request alone is this slow"
+    advice = "; ".join(causes) or (
+        f"raise {both_flags('--slo-ms')}, or find out why one request alone is this slow"
+    )
     return f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
-
-
-def fail_words(rung: Rung, slo_ms: float) -> str:
-    if rung.fail_reason == "errors":
-        share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
-        kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
-        return f"{share:.1f}% of requests without audio: {kinds}"
-    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
-    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"
 
 
 def describe_schedule(settings: ResolvedOptions) -> list[str]:
@@ -146,6 +127,21 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
         "rungs after the first failure; the ladder stops after two failing rungs"
     )
     return lines
+
+
+def again_line(step: Step, rungs: list[Rung], eta_s: float) -> str | None:
+    """Before a concurrency is measured again: why (unusable, or a doubtful failure)."""
+    earlier = next((r for r in rungs if r.concurrency == step.concurrency), None)
+    if earlier is None:
+        return None
+    if not earlier.usable:
+        why = f"it was unusable ({earlier.unusable_reason}), so it is measured again"
+    else:
+        why = (
+            f"its failure ({earlier.fail_reason}) was doubtful, so it is re-tested before it caps "
+            "Q_max"
+        )
+    return f"qmax N={step.concurrency} {step.phase}: {why}; run ETA {mmss(eta_s)}"
 
 
 def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) -> str:

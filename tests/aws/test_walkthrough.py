@@ -62,6 +62,9 @@ PCM = b"\x01\x00" * 2400  # 0.1 s at 24 kHz
 MEASURED = Script([(0.1, payload_part(PCM)), (0.02, payload_part(PCM))])
 SLOW = Script([(0.4, payload_part(PCM))])
 FAST = Script([(0.01, payload_part(PCM))])
+# The new instance takes half the probe once the probe has had this many more slow answers
+# after it entered service: the recovery follows traffic, never a timer.
+SLOW_AFTER_IN_SERVICE = 4
 # Enough for a judged rung on a busy machine: about 8 completions a second per stream at N=1.
 SHORT_LADDER = ("--ladder", "1,2", "--hold-s", "6", "--measure-s", "4", "--gap-s", "0")
 PROBE = ("--hold-s", "0.5", "--measure-s", "0.3")
@@ -205,13 +208,15 @@ def test_the_walkthrough_runs_as_printed_against_moto(
     runtime.scripts[fixed_name] = SLOW
 
     def share_the_load() -> None:
-        threading.Timer(0.6, runtime.scripts.__setitem__, (fixed_name, FAST)).start()
+        runtime.switch_after(fixed_name, SLOW_AFTER_IN_SERVICE, FAST)
 
     Provisioning(clock, fixed_name, on_in_service=share_the_load).install(clients)
     monkeypatch.setattr("pytest_tts_scaling.endpoints.sagemaker.AwsClients", lambda: clients)
     monkeypatch.chdir(tmp_path)
     ttotal_words = filled(commands["ttotal"], tmp_path, {})
-    assert ttotal_words[ttotal_words.index("--qmax") + 1] == str(qmax_path.relative_to(tmp_path))
+    assert ttotal_words[ttotal_words.index("--qmax-artifact") + 1] == str(
+        qmax_path.relative_to(tmp_path)
+    )
     assert main([*ttotal_words[1:], *PROBE]) == 0
     ttotal = load(one(reports, "ttotal-kokoro-82m-forced-g4dnxlarge-8b1b96bc.json"), TtotalArtifact)
     assert ttotal.probe["recovered"] is True
