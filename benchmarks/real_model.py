@@ -3,7 +3,8 @@ first audio at N=1 (in process, no server), then Q_max at each SLO per weights a
 
 - RTF: synthesis seconds per second of audio, over the workload's texts (``scenarios/texts``),
   one request at a time through the engine's own segmenting (the short first segment, then
-  sentences), on the threads the server would use;
+  sentences), on ``--threads`` torch threads (default 1: what ``make qmax`` gives the server on a
+  2-core machine, the other core being the client's);
 - TTFAB at N=1: G2P and the first segment's forward, per text (median and max);
 - Q_max at ``--report-slo-ms`` (default 3000 and 1500 ms): ``benchmarks/capacity.py`` with the
   modes trained-fifo, trained-edf, untrained-fifo, untrained-edf (``--capacity``; CPU heavy).
@@ -34,13 +35,15 @@ def texts(count: int) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")][:count]
 
 
-def measure(weights: str, sample: list[str]) -> dict[str, float]:
+def measure(weights: str, sample: list[str], threads: int) -> dict[str, float]:
     """RTF and first-audio times of one engine over ``sample``, one request at a time."""
+    import torch
     from tts_container.engine import KokoroEngine
     from tts_container.request import SynthesisRequest
     from tts_container.settings import Settings
 
     engine = KokoroEngine.load(Settings(device="cpu", weights=weights))
+    torch.set_num_threads(threads)
     voice = "jm_kumo" if weights == "trained" else "af_heart"
     warm = SynthesisRequest("warm", text="Warm up, once.", voice=voice)
     engine.synthesize([next(engine.pieces(warm))])
@@ -65,6 +68,7 @@ def measure(weights: str, sample: list[str]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=12, help="workload texts (default: 12)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     parser.add_argument("--capacity", action="store_true", help="also Q_max (capacity.py)")
     parser.add_argument("--report-slo-ms", default="3000,1500")
     parser.add_argument("--out", type=Path, default=Path("reports/real-model"))
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     sample = texts(args.texts)
     print(f"{'weights':<10} {'RTF':>6} {'audio s/text':>13} {'TTFAB med ms':>13} {'max ms':>7}")
     for weights in ("trained", "untrained"):
-        row = measure(weights, sample)
+        row = measure(weights, sample, args.threads)
         print(
             f"{weights:<10} {row['rtf']:>6.3f} {row['audio_s_per_text']:>13.2f} "
             f"{row['ttfab_median_ms']:>13.0f} {row['ttfab_max_ms']:>7.0f}"
