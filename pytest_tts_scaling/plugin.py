@@ -87,9 +87,10 @@ def is_measurement(item: pytest.Item) -> bool:
 def refuse_a_spaced_scenario_path(args: tuple[str, ...]) -> None:
     """`--tts-scenario /path/x.toml` with a space: pytest has already read the path as where to
     look for tests and its rootdir (plugin options are unknown when it decides), dropping the
-    project's configuration. `--tts-scenario=/path/x.toml` is read as the option's value only."""
+    project's configuration. `--tts-scenario=/path/x.toml` is read as the option's value only;
+    a NAME, or a file in the current folder, leaves the rootdir where it was."""
     for flag, value in pairwise(args):
-        if flag == "--tts-scenario" and (os.sep in value or value.endswith(".toml")):
+        if flag == "--tts-scenario" and os.sep in value:
             raise pytest.UsageError(
                 f"--tts-scenario {value}: expected --tts-scenario={value} (with '='): a path "
                 "after a space is taken by pytest as the tests' location and rootdir"

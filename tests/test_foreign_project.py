@@ -165,3 +165,46 @@ def test_a_scenario_path_after_a_space_is_refused_saying_to_use_equals(
     result.stderr.fnmatch_lines(
         [f"*--tts-scenario {scenario}: expected --tts-scenario={scenario}*"]
     )
+
+
+USERS_GATE = """\
+import pytest
+
+@pytest.mark.qmax
+def test_holds_eight_streams(tts_qmax):
+    assert tts_qmax.q_max is not None and tts_qmax.q_max >= 8, f"Q_max {tts_qmax.q_max}"
+
+@pytest.mark.plan
+def test_fleet_stays_small(tts_plan):
+    assert tts_plan.max_instances <= 3, f"plan wants {tts_plan.max_instances} instances"
+"""
+
+
+def test_a_users_own_gate_asserts_on_the_measured_qmax_and_the_plan(
+    pytester: pytest.Pytester,
+) -> None:
+    """The public fixtures (docs/fixtures.md) in a test file of the user's: their gate runs in
+    place of the packaged scenario and fails with their own message."""
+    pytester.makepyfile(test_gate=USERS_GATE)
+    with SerialStreamServer(service_s=0.1, first_audio_s=0.05) as server:
+        qmax = pytester.runpytest_subprocess(
+            *NO_CACHE,
+            *("-m", "qmax", "--endpoint-url", server.base_url),
+            *("--tts-ladder", "1,2,3", "--tts-hold-s", "2", "--tts-measure-s", "1.5"),
+            *("--tts-gap-s", "0", "--tts-slo-ms", "200"),
+        )
+    qmax.assert_outcomes(failed=1, deselected=1)
+    qmax.stdout.fnmatch_lines(["*AssertionError: Q_max 2"])
+    examples = ROOT / "reports" / "examples" / "source"
+    qmax_artifact = examples / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
+    plan = pytester.runpytest_subprocess(
+        *NO_CACHE,
+        *("-m", "plan", "--tts-peak-rps", "5000", "--tts-trough-rps", "10"),
+        # With '=': a path after a space is read by pytest as where to look for tests.
+        f"--tts-qmax-artifact={qmax_artifact}",
+        f"--tts-ttotal-artifact={examples / 'ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json'}",
+    )
+    plan.assert_outcomes(failed=1, deselected=1)
+    plan.stdout.fnmatch_lines(["*AssertionError: plan wants * instances"])
+    for result in (qmax, plan):
+        assert "pytest_tts_scaling/scenarios" not in result.stdout.str()
