@@ -23,6 +23,7 @@ EXTRA_OF_MODULE = {
     "smithy_aws_core": "aws",
     "locust": "fleet",
     "gevent": "fleet",
+    "geventhttpclient": "fleet",
     "websocket": "fleet",
     "matplotlib": "report",
     "tts_container": "local",

@@ -13,14 +13,15 @@ from typing import Literal
 
 import pytest
 
-from pytest_tts_scaling.calibration import SerialStreamServer
-from pytest_tts_scaling.calibration.cases import BY_NAME, CALIBRATION_KEY
+from pytest_tts_scaling.calibration import SerialStreamServer, Slots
+from pytest_tts_scaling.calibration.cases import BY_NAME, CALIBRATION_KEY, Case
 from pytest_tts_scaling.core.decoding import DecodeError, ResponseFormat
-from pytest_tts_scaling.core.records import AudioFormat, RequestSpec, StreamTimer
+from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
 from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.steps.qmax_calibration import measure
+from tests.factories import timed
 
 SHIPPED = Path(__file__).resolve().parent.parent / "scenarios"
 KEY = "sk-test-not-a-real-key"
@@ -95,16 +96,6 @@ def delta(audio: bytes) -> bytes:
     return event({"type": "speech.audio.delta", "audio": base64.b64encode(audio).decode()})
 
 
-def timed(pieces: list[bytes], response: ResponseFormat = SSE) -> StreamTimer:
-    clock = iter(range(0, 10**9, 10**6))
-    timer = StreamTimer(AudioFormat(), decoder=response.decoder(), clock_ns=lambda: next(clock))
-    timer.started()
-    for piece in pieces:
-        timer.body(piece)
-    timer.finished("ok")
-    return timer
-
-
 def test_sse_audio_is_timed_at_the_first_event_that_carries_it() -> None:
     stream = (
         b": keep-alive comment\r\n\r\n"
@@ -118,7 +109,7 @@ def test_sse_audio_is_timed_at_the_first_event_that_carries_it() -> None:
     # Split mid-line, mid-event: the first audio is in the third piece.
     cut = stream.index(b"speech.audio.delta") + 5
     pieces = [stream[:10], stream[10:cut], stream[cut:]]
-    timer = timed(pieces)
+    timer = timed(SSE, pieces)
     assert (timer.status, timer.error_code) == ("ok", None)
     assert timer.audio_bytes == 250
     assert timer.decoder is not None
@@ -127,7 +118,7 @@ def test_sse_audio_is_timed_at_the_first_event_that_carries_it() -> None:
 
 
 def test_sse_stream_without_its_end_event_was_cut_short() -> None:
-    timer = timed([delta(b"\x00" * 64)])
+    timer = timed(SSE, [delta(b"\x00" * 64)])
     assert timer.status == "error"
     assert timer.error_code is not None
     assert "ended before its 'speech.audio.done' event" in timer.error_code
@@ -135,7 +126,7 @@ def test_sse_stream_without_its_end_event_was_cut_short() -> None:
 
 def test_data_done_ends_an_sse_stream_too() -> None:
     response = ResponseFormat(kind="sse", field="audio")
-    timer = timed([delta(b"\x00" * 64), b"data: [DONE]\n\n", delta(b"\x00" * 64)], response)
+    timer = timed(response, [delta(b"\x00" * 64), b"data: [DONE]\n\n", delta(b"\x00" * 64)])
     assert (timer.status, timer.audio_bytes) == ("ok", 64)
 
 
@@ -270,3 +261,37 @@ def test_qmax_through_the_shipped_scenario_gives_the_truth(name: str, tmp_path: 
     }
     for written in tmp_path.iterdir():
         assert CALIBRATION_KEY not in written.read_text()
+
+
+def test_the_probe_after_a_silent_rung_waits_as_long_as_the_rung_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-burst server's silence raised the rungs' stall bound; the probe after a rung that
+    heard nothing must not cut a lone answer sooner (Kokoro-FastAPI at N=1 on a busy host read
+    as "stopped answering")."""
+    from pytest_tts_scaling.load import engine
+    from pytest_tts_scaling.steps import qmax
+
+    bounds: list[float] = []
+
+    def spy(*args: object, stall_s: float) -> str | None:
+        bounds.append(stall_s)
+        return None
+
+    monkeypatch.setattr(qmax, "silence_after", spy)
+    monkeypatch.setattr(qmax, "PROBE_PATIENCE_S", 1.0)
+    monkeypatch.setattr(engine, "STALL_FLOOR_S", 0.2)
+    seen: list[float] = []
+    measure_rung = qmax.measure_rung
+
+    def keep_stall(*args: object, stall_s: float, **kwargs: object) -> object:
+        seen.append(stall_s)
+        return measure_rung(*args, stall_s=stall_s, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(qmax, "measure_rung", keep_stall)
+    case = Case("burst", Slots(1, service_s=0.8, first_audio_s=0.8), slo_ms=200.0)
+    run = measure(case, ladder=(1,), hold_s=1.0, artifacts_dir=tmp_path)
+    assert run.outcome.error is None, run.outcome
+    # The probe heard 0.8 s of silence: rungs may wait 3 x 0.8 s, past the 1 s patience.
+    assert seen == [pytest.approx(2.4, abs=0.3)]
+    assert bounds == seen
