@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 QMAX_SCHEMA: Final = "tts-scaling/qmax/1"
 TTOTAL_SCHEMA: Final = "tts-scaling/ttotal/1"
-PLAN_SCHEMA: Final = "tts-scaling/plan/1"
+PLAN_SCHEMA: Final = "tts-scaling/plan/2"
+# Plans before they stored their curve and policy; still read (their drawings recompute them).
+PLAN_SCHEMA_V1: Final = "tts-scaling/plan/1"
 
 Transport = Literal["response-stream", "bidi"]
 Verdict = Literal["ok", "warn", "stop"]
@@ -293,8 +295,34 @@ class Finding(_Model):
     recommendation: str | None = None
 
 
+class PlanCurve(_Model):
+    """The per-instance service curve the plan was decided on (client concurrency units)."""
+
+    concurrency: list[float]
+    throughput_rps: list[float]
+    ttfab_p95_ms: list[float]
+
+
+class PlanPolicy(_Model):
+    """The autoscaling policy the plan decided, as its fleet simulation ran it."""
+
+    target_concurrency: float
+    scale_in_concurrency: float
+    min_instances: int
+    max_instances: int
+    scale_out_cooldown_s: float
+    scale_in_cooldown_s: float
+    provision_s: float
+    queue_max_depth: int | None
+    period_s: float
+    scale_out_periods: int
+    scale_in_periods: int
+
+
 class PlanArtifact(_Model):
-    schema_: Literal["tts-scaling/plan/1"] = Field(alias="schema", default=PLAN_SCHEMA)
+    schema_: Literal["tts-scaling/plan/2", "tts-scaling/plan/1"] = Field(
+        alias="schema", default=PLAN_SCHEMA
+    )
     model: str
     slug: str
     inputs: dict[str, object]
@@ -321,6 +349,11 @@ class PlanArtifact(_Model):
     t_total_s: float | None = None
     knee_concurrency: float | None = None
     surge_simulation: dict[str, Any] | None = None
+    # Plan schema 2: what the plan was decided from, so a report or validate_live draws and
+    # checks it without the qmax and ttotal artifacts (None in a schema 1 plan).
+    service_curve: PlanCurve | None = None
+    policy: PlanPolicy | None = None
+    surge_instances: int | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -329,6 +362,7 @@ ARTIFACT_MODELS: dict[str, type[_Model]] = {
     QMAX_SCHEMA: QmaxArtifact,
     TTOTAL_SCHEMA: TtotalArtifact,
     PLAN_SCHEMA: PlanArtifact,
+    PLAN_SCHEMA_V1: PlanArtifact,
 }
 
 

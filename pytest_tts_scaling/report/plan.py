@@ -1,7 +1,8 @@
 """What the report shows for a plan: thresholds on the measured curve and the simulated surge.
 
-A committed plan artifact holds numbers, not the curve or the simulation behind them; both are
-recomputed from the qmax and ttotal artifacts the plan names, when they lie beside it.
+A plan of schema 2 holds the curve and the policy it decided on, and is drawn from them alone. A
+schema 1 plan holds numbers only; its curve and simulation are recomputed from the qmax and
+ttotal artifacts it names, when they lie beside it.
 """
 
 from __future__ import annotations
@@ -10,14 +11,23 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
+from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan, stored_outcome
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.report.plots import figure_svg, new_figure, set_title
 
 
+def plan_outcome(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, str | None]:
+    """The outcome behind a plan artifact: what it stored (schema 2), else recomputed from the
+    artifacts named in its inputs (schema 1); or why not."""
+    stored = stored_outcome(plan)
+    if stored is not None:
+        return stored, None
+    return recompute(plan, directory)
+
+
 def recompute(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, str | None]:
-    """The outcome behind a plan artifact, from the artifacts named in its inputs; or why not."""
+    """The outcome behind a schema 1 plan, from the artifacts named in its inputs; or why not."""
     from pytest_tts_scaling.artifacts import load
 
     inputs = plan.inputs

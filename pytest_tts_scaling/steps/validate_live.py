@@ -335,11 +335,12 @@ def deployed_run(options: RunOptions, workdir: Path, progress: Progress) -> Live
 
 
 def deployed_plan(options: RunOptions, progress: Progress) -> PlanOutcome:
-    """The plan behind the deployment, recomputed from the artifacts it names (the traffic and
-    the prediction need its curve and policy, which the plan file does not hold)."""
+    """The plan behind the deployment: its curve and policy as it stored them (the traffic and
+    the prediction need both); a schema 1 plan, which holds neither, from the artifacts it
+    names."""
     from pytest_tts_scaling.artifacts import load
     from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
-    from pytest_tts_scaling.report.plan import recompute
+    from pytest_tts_scaling.report.plan import plan_outcome
 
     path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
     if not path.is_file():
@@ -347,7 +348,7 @@ def deployed_plan(options: RunOptions, progress: Progress) -> PlanOutcome:
             f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
             f"writes it to the artifacts directory; or {both_flags('--plan-artifact')} FILE)"
         )
-    outcome, why = recompute(load(path, PlanArtifact), path.parent)
+    outcome, why = plan_outcome(load(path, PlanArtifact), path.parent)
     if outcome is None:
         raise InputError(f"{path}: {why}")
     if why:
