@@ -80,7 +80,7 @@ def test_worked_example_gives_the_source_numbers() -> None:
     assert finding(p, "surge_survival").verdict == "warn"
     assert finding(p, "scale_in_safety").verdict == "warn"
     assert p.verdict == "warn"
-    assert p.inputs["slo_ms"] == 3000.0
+    assert p.inputs.slo_ms == 3000.0
 
 
 def test_worked_example_fleet_comes_from_measured_throughput() -> None:
@@ -187,7 +187,7 @@ def test_refuses_different_slugs_unless_allowed() -> None:
 def test_refuses_another_slo() -> None:
     with pytest.raises(MismatchError, match=r"--slo-ms 2500 differs.*3000 ms"):
         plan(slo_ms=2500.0)
-    assert plan(slo_ms=3000.0).inputs["slo_ms"] == 3000.0
+    assert plan(slo_ms=3000.0).inputs.slo_ms == 3000.0
 
 
 @pytest.mark.parametrize("ratio", [0.99, 1.5, 2.0, float("nan")])

@@ -295,6 +295,29 @@ class Finding(_Model):
     recommendation: str | None = None
 
 
+class ArtifactRef(_Model):
+    """Which artifact a plan was computed from: its file name, run and what it measured."""
+
+    file: str | None = None
+    run_id: str | None = None
+    slug: str | None = None
+    transport: str | None = None
+
+
+class PlanInputsRecord(_Model):
+    """What the plan was asked for and computed from. Every field is optional so a schema 1
+    plan's free-form inputs read into it; a plan `tts-bench plan` writes has them all."""
+
+    slo_ms: float | None = None
+    surge_ratio: float | None = None
+    peak_rps: float | None = None
+    trough_rps: float | None = None
+    min_floor: int | None = None
+    allow_config_mismatch: bool | None = None
+    qmax_artifact: ArtifactRef | None = None
+    ttotal_artifact: ArtifactRef | None = None
+
+
 class PlanCurve(_Model):
     """The per-instance service curve the plan was decided on (client concurrency units)."""
 
@@ -325,7 +348,7 @@ class PlanArtifact(_Model):
     )
     model: str
     slug: str
-    inputs: dict[str, object]
+    inputs: PlanInputsRecord
     c_scale_max: float
     c_scale_min: float
     cw_units_ratio: float

@@ -193,7 +193,6 @@ def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
     assert plan.surge_simulation is not None
     assert plan.t_total_s is not None
     surge: dict[str, Any] = plan.surge_simulation
-    inputs: dict[str, Any] = plan.inputs
     return live_traffic(
         policy=outcome.policy,
         per_instance_rps=plan.per_instance_rps_at_c_scale_max,
@@ -201,7 +200,7 @@ def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
         surge_ratio=float(surge["end_rps"]) / float(surge["start_rps"]),
         t_total_s=plan.t_total_s,
         initial_instances=outcome.surge_instances,
-        trough_rps=float(inputs.get("trough_rps") or 0.0),
+        trough_rps=plan.inputs.trough_rps or 0.0,
         time_scale=time_scale,
     )
 

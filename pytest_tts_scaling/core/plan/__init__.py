@@ -220,13 +220,12 @@ def stored_outcome(plan: PlanArtifact) -> PlanOutcome | None:
     run again from them (the simulation is deterministic), without the qmax or ttotal artifact.
     None for a plan that does not hold them (schema 1)."""
     stored, decided, surge = plan.service_curve, plan.policy, plan.surge_simulation or {}
-    numbers = [plan.inputs.get(k) for k in ("peak_rps", "surge_ratio", "slo_ms")]
+    peak_rps, ratio, slo_ms = plan.inputs.peak_rps, plan.inputs.surge_ratio, plan.inputs.slo_ms
     start = surge.get("start_instances")
     if stored is None or decided is None or plan.t_total_s is None or not isinstance(start, int):
         return None
-    if not all(isinstance(n, int | float) and not isinstance(n, bool) for n in numbers):
+    if peak_rps is None or ratio is None or slo_ms is None:
         return None
-    peak_rps, ratio, slo_ms = (float(n) for n in numbers)  # type: ignore[arg-type]
     curve = ServiceCurve(
         tuple(stored.concurrency), tuple(stored.throughput_rps), tuple(stored.ttfab_p95_ms)
     )
