@@ -1,10 +1,10 @@
-"""The README's IAM policy for tts-bench is exactly what the code calls.
+"""The IAM policy docs/iam.md gives tts-bench is exactly what the code calls.
 
 Two views of "what the code calls": every boto3 operation named in `pytest_tts_scaling`'s
 source (a call on a SageMaker, Application Auto Scaling, CloudWatch, CloudWatch Logs or runtime
 client, or a paginator by name), and the operations a freeze, thaw, drift, validate and
 CloudWatch join actually make against moto. The second must be inside the first, and the
-README's actions must equal the first: nothing missing, nothing spare.
+page's actions must equal the first: nothing missing, nothing spare.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ def actions_in_code() -> set[str]:
 
 
 def readme_policy() -> dict[str, object]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## IAM permissions", 1)[1]
+    text = (ROOT / "docs" / "iam.md").read_text(encoding="utf-8")
+    section = text.split("\n## tts-bench\n", 1)[1]
     (block,) = re.findall(r"```json\n(.*?)```", section.split("\n## ", 1)[0], re.S)
     policy = json.loads(block)
     assert isinstance(policy, dict)
