@@ -1,11 +1,11 @@
 """docs/production.md's walk-through, step by step against moto, with the commands as printed.
 
 The commands are read from the pages (the walk-through's `tts-bench …` spans and the promotion
-gate's block in docs/ci.md), so the test breaks when the docs drift from the tool. What the page leaves to
-the user is filled in: the SLUG and `…` of artifact paths (the one file the earlier step wrote),
-the peak and trough rates, and a short ladder for qmax. `speech-infra deploy` is CDK, so moto gets
-the endpoint the way the other AWS tests build it (aws_helpers.deploy): first without scaling,
-then with the plan's policy. The SageMaker runtime is the event-stream stand-in.
+gate's block in docs/ci.md), so the test breaks when the docs drift from the tool. What the page
+leaves to the user is filled in: the SLUG and `…` of artifact paths (the one file the earlier step
+wrote), the peak and trough rates, and a short ladder for qmax. `speech-infra deploy` is CDK, so
+moto gets the endpoint the way the other AWS tests build it (aws_helpers.deploy): first without
+scaling, then with the plan's policy. The SageMaker runtime is the event-stream stand-in.
 
 ttotal runs through `tts-bench ttotal` in this process rather than as a console script: moto
 applies a capacity change at once and writes no instance logs, so SageMaker's side of the
@@ -212,7 +212,8 @@ def test_the_walkthrough_runs_as_printed_against_moto(
     monkeypatch.setattr("pytest_tts_scaling.endpoints.sagemaker.AwsClients", lambda: clients)
     monkeypatch.chdir(tmp_path)
     ttotal_words = filled(commands["ttotal"], tmp_path, {})
-    assert ttotal_words[ttotal_words.index("--qmax-artifact") + 1] == str(qmax_path.relative_to(tmp_path))
+    given_qmax = ttotal_words[ttotal_words.index("--qmax-artifact") + 1]
+    assert given_qmax == str(qmax_path.relative_to(tmp_path))
     assert main([*ttotal_words[1:], *PROBE]) == 0
     ttotal = load(one(reports, "ttotal-kokoro-82m-forced-g4dnxlarge-8b1b96bc.json"), TtotalArtifact)
     assert ttotal.probe["recovered"] is True
