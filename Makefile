@@ -11,7 +11,7 @@ ARGS ?=
 $(STAMP): pyproject.toml container/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ./container -e '.[dev,docs]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ./container -e '.[dev,quality,docs]'
 	touch $@
 
 install: $(STAMP)

@@ -32,6 +32,14 @@ def test_nested_fields_become_dotted_columns_and_lists_json() -> None:
     assert to_csv([{"a": 1}, {"b": "x,y"}]) == 'a,b\n1,\n,"x,y"\n'
 
 
+def test_a_field_none_in_one_row_and_nested_in_another_is_its_dotted_columns() -> None:
+    rows: list[dict[str, object]] = [
+        {"n": 1, "audible_ms": None},
+        {"n": 2, "audible_ms": {"p50": 3.0, "p95": 4.0}},
+    ]
+    assert to_csv(rows) == "n,audible_ms.p50,audible_ms.p95\n1,,\n2,3.0,4.0\n"
+
+
 def test_export_of_the_source_qmax_writes_one_row_per_rung(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

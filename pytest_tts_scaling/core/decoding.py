@@ -33,6 +33,11 @@ class Decoder(Protocol):
     def wav_bytes_per_second(self) -> int | None:
         """Bytes per second of audio as a WAV header declared it; None where none did."""
 
+    @property
+    def payload(self) -> bytearray:
+        """The audio bytes so far (empty for a payload that is not audio), kept for the audio
+        checks, which read the answer's levels once it has ended."""
+
     def feed(self, data: bytes) -> int:
         """Payload bytes made available by this piece of the body."""
 
@@ -84,9 +89,11 @@ class WavSkipper:
         self.state = "start"  # start | chunks | skip | data | after | raw
         self.left: int | None = None  # bytes left in the current skipped or data chunk
         self.wav_bytes_per_second: int | None = None
+        self.payload = bytearray()
 
     def feed(self, data: bytes) -> int:
         if self.state == "raw" or (self.state == "data" and self.left is None):
+            self.payload += data
             return len(data)  # the hot path: audio with no header left to look for
         self.pending += data
         audio = 0
@@ -97,6 +104,8 @@ class WavSkipper:
     def finish(self) -> int:
         """Bytes still held back while undecided are audio if no header could start there."""
         held = len(self.pending) if self.state in ("start", "after") else 0
+        if held:
+            self.payload += self.pending
         self.pending.clear()
         return held
 
@@ -105,6 +114,7 @@ class WavSkipper:
         buf = self.pending
         if self.state in ("raw", "data"):
             take = len(buf) if self.left is None else min(self.left, len(buf))
+            self.payload += buf[:take]
             del buf[:take]
             if self.left is not None:
                 self.left -= take
@@ -172,6 +182,10 @@ class JsonFieldDecoder:
     @property
     def wav_bytes_per_second(self) -> int | None:
         return self.audio.wav_bytes_per_second
+
+    @property
+    def payload(self) -> bytearray:
+        return self.audio.payload
 
     def feed(self, data: bytes) -> int:
         self.buffer += data

@@ -8,7 +8,8 @@ one, so no transport can mistake headers or control frames for audio.
 A request that did not end in audio says why in `error_code`, with a stable prefix: `no_audio`
 (an answer began, or ended, without audio), `http_<code>`, `connection_refused`, `dns_error`,
 `tls_error`, `connect_timeout`, `connection_dropped`, `stalled`, `decode_error`,
-`cancelled_at_drain`, `invocation_timeout`; and one that is no error, `waited_past_bound`: a
+`cancelled_at_drain`, `invocation_timeout`, `audio_short` and `audio_silent` (an answer judged
+against the endpoint's own at N=1, core/audio.py); and one that is no error, `waited_past_bound`: a
 request cut after waiting the stall bound for its body while the endpoint answered others (a
 queue, not a fault: its TTFAB is past the bound, above the SLO).
 """
@@ -23,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
+from pytest_tts_scaling.core.audio import FRAME_S, levels
 from pytest_tts_scaling.core.decoding import DecodeError, Decoder, RawAudioDecoder, ResponseFormat
 from pytest_tts_scaling.core.stats import underrun_s
 
@@ -200,6 +202,12 @@ class RequestRecord:
     target: str | None = None
     component: str | None = None
     max_queue_depth: int | None = None
+    # The peak |sample| of each chunk (16-bit audio), and the answer's quietest 10 ms: what the
+    # audio checks read (core/audio.py); empty and None where the payload is not 16-bit audio.
+    chunk_peaks: tuple[int, ...] = ()
+    audio_floor: int | None = None
+    # When the first chunk above the endpoint's silence level at N=1 arrived (ms from start).
+    audible_ms: float | None = None
 
     @classmethod
     def from_timer(
@@ -218,6 +226,13 @@ class RequestRecord:
                 timer.first_audio_ns / 1e9, [(at / 1e9, n / bps) for at, n in timer.chunks]
             )
             underrun = seconds * 1000.0
+        peaks: tuple[int, ...] = ()
+        floor = None
+        payload = timer.decoder.payload if timer.decoder is not None else b""
+        if timer.audio.sample_width == 2 and bps > 0 and len(payload) == timer.audio_bytes > 0:
+            frame = max(1, round(FRAME_S * bps / 2))
+            chunk_peaks, floor = levels(payload, [n for _, n in timer.chunks], frame)
+            peaks = tuple(chunk_peaks)
         return cls(
             request_id=spec.request_id,
             rung=rung,
@@ -239,11 +254,14 @@ class RequestRecord:
             target=timer.target,
             component=spec.component,
             max_queue_depth=timer.max_queue_depth,
+            chunk_peaks=peaks,
+            audio_floor=floor,
         )
 
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
         row["gaps_ms"] = list(self.gaps_ms)
+        row["chunk_peaks"] = list(self.chunk_peaks)
         return row
 
 

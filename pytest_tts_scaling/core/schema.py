@@ -188,10 +188,23 @@ class Rung(_Model):
     # doubtful failure is re-tested before it caps Q_max.
     remeasured: int = Field(default=0, ge=0)
     earlier: list[str] = Field(default_factory=list)
+    # Time to first audible audio: the first chunk above the endpoint's silence level at N=1
+    # (TTFAB is still the first audio byte); None without a reference or an audible one.
+    audible_ms: Summary | None = None
     # The host's 1-minute load average when the rung ended (a local run shares its host).
     load_avg_1m: float | None = None
     # Fewer completions than a p95 needs (ladder.MIN_COMPLETIONS), even after extending.
     few_samples: bool = False
+
+
+class AudioReferenceSummary(_Model):
+    """The reference the audio checks judged against: the endpoint's own answers at N=1."""
+
+    texts: int = Field(ge=0)
+    silence_level: int = Field(ge=0)
+    # False: no reference answer rose above its silence level, so none is judged silent.
+    audible: bool
+    tolerance: float = Field(ge=0, le=1)
 
 
 class QmaxArtifact(_Model):
@@ -225,6 +238,8 @@ class QmaxArtifact(_Model):
     host: Host | None = None
     # Rungs whose p95 TTFAB fell below a lower rung's beyond both intervals (a changing host).
     non_monotonic: list[int] = Field(default_factory=list)
+    # What the answers at N=1 set for the audio checks (audio_short, audio_silent, audible time).
+    audio_reference: AudioReferenceSummary | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

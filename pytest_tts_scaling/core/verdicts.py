@@ -153,6 +153,7 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
     # RTF as usual: wall time to synthesize (the whole answer) over the audio's duration; below 1
     # is faster than real time. It cannot explode when the audio arrives in one burst.
     rtf = [r.latency_ms / 1000.0 / r.audio_s for r in ok if r.audio_s > 0]
+    audible = [r.audible_ms for r in ok if r.audible_ms is not None]
     per_s = 1 / inputs.measure_s if inputs.measure_s > 0 else 0.0
     return Rung(
         concurrency=inputs.concurrency,
@@ -183,6 +184,7 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
         fail_reason=fail_reason,
         errors_by_kind=dict(sorted(Counter(failure_kind(r) for r in no_audio).items())),
         goodput_ttfab_p95_ms=goodput_p95,
+        audible_ms=summarize(audible) if audible else None,
     )
 
 

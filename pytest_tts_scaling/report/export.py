@@ -43,9 +43,13 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def to_csv(rows: Iterable[Mapping[str, Any]]) -> str:
-    """Rows as CSV; columns in the order they first appear, empty where a row lacks one."""
+    """Rows as CSV; columns in the order they first appear, empty where a row lacks one. A field
+    absent from one row (`audible_ms` None) and nested in another is only its dotted columns."""
     flat = [flatten(row) for row in rows]
     columns = list(dict.fromkeys(key for row in flat for key in row))
+    nested = {c.split(".", 1)[0] for c in columns if "." in c}
+    flat = [{k: v for k, v in row.items() if not (v is None and k in nested)} for row in flat]
+    columns = [c for c in columns if c not in nested]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()

@@ -118,12 +118,21 @@ def _q_max_marks(ax: Any, artifact: QmaxArtifact, rungs: Sequence[Rung]) -> None
 
 
 def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> str:
-    """p95 TTFAB against N with its confidence band, the SLO and the Q_max bracket."""
+    """p95 TTFAB against N with its confidence band, the SLO and the Q_max bracket; the p95 time
+    to first audible audio beside it where the audio checks had an audible reference."""
     fig, ax = new_figure(14, 3.6)
     rungs = _rungs(artifact)
     xs = [r.concurrency for r in rungs]
     ax.plot(xs, [_value(r.ttfab_ms.p95) for r in rungs], "o-", color="tab:blue", label="p95")
     ax.plot(xs, [_value(r.ttfab_ms.p50) for r in rungs], ".:", color="tab:blue", label="p50")
+    if any(r.audible_ms is not None for r in rungs):
+        ax.plot(
+            xs,
+            [_value(r.audible_ms.p95 if r.audible_ms else None) for r in rungs],
+            "^-",
+            color="tab:orange",
+            label="p95 first audible audio",
+        )
     with_ci = [r for r in rungs if r.ttfab_p95_ci_ms is not None]
     if with_ci:
         ax.fill_between(

@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import keep_previous, kept_lines, save
+from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
@@ -190,6 +191,7 @@ def run_ladder(
             probe=health.summary(),
             host=host,
             non_monotonic=falls_in_p95(rungs),
+            audio_reference=reference.summary() if reference is not None else None,
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -197,6 +199,7 @@ def run_ladder(
         save(artifact(rungs, complete=False, stop_reason=reason), path)
         raise error
 
+    reference: AudioReference | None = None
     measured = 0
     for run_index in range(1, run.runs + 1):
         rungs: list[Rung] = []
@@ -207,7 +210,7 @@ def run_ladder(
                 time.sleep(settings.gap_s)
             eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
 
-            rung, heard = measure_rung(
+            rung, heard, reference = measure_rung(
                 endpoint,
                 settings,
                 workload,
@@ -217,6 +220,7 @@ def run_ladder(
                 progress=progress,
                 eta_s=eta_s,
                 stall_s=stall_s,
+                reference=reference,
             )
             seen = silence_after(
                 endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s

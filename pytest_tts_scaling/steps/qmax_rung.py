@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_tts_scaling.artifacts import append_jsonl
+from pytest_tts_scaling.core.audio import AudioReference, TextKey, judge_answers
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec
 from pytest_tts_scaling.core.schema import Rung
 from pytest_tts_scaling.core.search import Step
@@ -72,8 +73,10 @@ def measure_rung(
     progress: Progress,
     eta_s: Callable[[float], float],
     stall_s: float,
-) -> tuple[Rung, RungRun]:
-    """The judged rung and what the engine heard during it; progress lines while it runs.
+    reference: AudioReference | None = None,
+) -> tuple[Rung, RungRun, AudioReference | None]:
+    """The judged rung, what the engine heard during it (its answers judged against the audio
+    `reference`), and the reference: the first rung at N=1 makes it. Progress lines while it runs.
 
     `stall_s`: how long a request may wait for its first audio (engine.stall_bound_s).
     """
@@ -119,6 +122,10 @@ def measure_rung(
 
     result = asyncio.run(measure())
     after = endpoint.instance_count()
+    keys: dict[str, TextKey] = {
+        str(row["request_id"]): (_str(row["text"]), _str(row["voice"])) for row in inputs
+    }
+    result.records, reference = judge_answers(reference, concurrency, result.records, keys)
     learn_admission_bound(endpoint, result.records, f"at N={concurrency}")
     lag_bound = client_lag_bound_ms(settings.slo_ms)
     append_jsonl(records_path, [_record_row(r, result) for r in result.records])
@@ -152,7 +159,11 @@ def measure_rung(
         "few_samples": rung.completed < MIN_COMPLETIONS,
         "load_avg_1m": load_average(),
     }
-    return rung.model_copy(update=update), result
+    return rung.model_copy(update=update), result, reference
+
+
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def extension_rule(slo_ms: float, measure_s: float) -> ShouldExtend:
