@@ -1,6 +1,6 @@
 """The documentation stands alone: everything README, docs/ and the code point a reader to exists.
 
-- No tracked file refers to a specification outside the repository ("SPEC §N").
+- No tracked file refers to a specification outside the repository by its section numbers.
 - Every relative link of README.md and docs/*.md reaches a file, and its anchor a heading there.
 - Every `docs/PAGE.md#anchor` named in code, tests or errors is a page with that heading.
 - Every page under docs/ is in mkdocs.yml's nav (`make docs` also fails on a page left out).
