@@ -22,7 +22,7 @@ DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
 # Spelled in two pieces so this file does not match itself.
 OUTSIDE_SPEC = "SPEC" + " §"
-LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 DOCS_REFERENCE = re.compile(r"\bdocs/([a-z0-9][\w/-]*\.md)(?:#([\w-]+))?")
 
 
