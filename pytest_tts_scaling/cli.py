@@ -21,6 +21,7 @@ COMMANDS = (
     "drift",
     "plan",
     "validate",
+    "validate_live",
     "thaw",
     "compare",
     "load",

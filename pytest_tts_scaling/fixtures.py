@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
@@ -68,19 +69,20 @@ def tts_progress(pytestconfig: pytest.Config) -> Callable[[str], None]:
 
 @pytest.fixture(scope="session")
 def tts_endpoint(
-    tts_options: RunOptions, tts_progress: Callable[[str], None]
+    tts_options: RunOptions, tts_progress: Callable[[str], None], tts_summary: list[str]
 ) -> Iterator[Endpoint]:
     """The endpoint under measurement; for the local default, a server started for the session."""
     from pytest_tts_scaling.endpoints.factory import open_endpoint
 
-    with open_endpoint(tts_options, log=tts_progress) as endpoint:
+    opened = open_endpoint(tts_options, log=tts_progress)
+    with one_line("endpoint", tts_summary), opened as endpoint:
         yield endpoint
 
 
 @pytest.fixture(scope="session")
-def tts_frozen_endpoint(tts_endpoint: Endpoint) -> Iterator[Endpoint]:
+def tts_frozen_endpoint(tts_endpoint: Endpoint, tts_summary: list[str]) -> Iterator[Endpoint]:
     """The endpoint with autoscaling suspended and capacity pinned to one instance."""
-    with tts_endpoint.frozen() as endpoint:
+    with one_line("freeze", tts_summary), tts_endpoint.frozen() as endpoint:
         yield endpoint
 
 
@@ -103,7 +105,8 @@ def tts_ladder(
             tts_progress(line)
         pytest.skip("dry run: schedule printed, nothing sent")
     endpoint: Endpoint = request.getfixturevalue("tts_frozen_endpoint")
-    result = run_ladder(endpoint, tts_settings, progress=tts_progress)
+    with one_line("qmax", tts_summary):
+        result = run_ladder(endpoint, tts_settings, progress=tts_progress)
     tts_summary.extend(result.summary_lines())
     return result
 
@@ -116,15 +119,13 @@ def tts_scale_timeline(
     tts_summary: list[str],
 ) -> tuple[TtotalArtifact, Path]:
     """The measured scale-out timeline and where its artifact was written."""
-    from pytest_tts_scaling.errors import InputError
     from pytest_tts_scaling.steps.ttotal import require_qmax_artifact, run_ttotal, summary_lines
 
-    try:
+    with one_line("ttotal", tts_summary):
         require_qmax_artifact(tts_settings)  # before the endpoint opens (a local one starts)
-    except InputError as exc:
-        pytest.fail(str(exc), pytrace=False)
     endpoint: Endpoint = request.getfixturevalue("tts_endpoint")
-    artifact, path = run_ttotal(endpoint, tts_settings, progress=tts_progress)
+    with one_line("ttotal", tts_summary):
+        artifact, path = run_ttotal(endpoint, tts_settings, progress=tts_progress)
     tts_summary.extend(summary_lines(artifact, path))
     return artifact, path
 

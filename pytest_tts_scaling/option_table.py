@@ -248,6 +248,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "N",
     ),
     OptionSpec(
+        "--fail-on-inconclusive",
+        "tts_fail_on_inconclusive",
+        "Fail the qmax step when its answer is inconclusive (the p95 interval of a rung it rests "
+        "on still holds the SLO after extending): the CI gate. Default: off (a warning).",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
         "--dry-run",
         "tts_dry_run",
         "Print the schedule and its wall-clock estimate; send nothing. Default: off.",

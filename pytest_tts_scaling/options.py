@@ -58,6 +58,7 @@ class RunOptions:
     gap_s: float | None = None
     runs: int = 1
     min_qmax: int | None = None
+    fail_on_inconclusive: bool = False
     dry_run: bool = False
     artifacts_dir: Path = Path("reports")
     allow_config_mismatch: bool = False

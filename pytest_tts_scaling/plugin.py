@@ -17,6 +17,7 @@ import pytest
 
 from pytest_tts_scaling import fixtures
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.failures import ShownOnce
 from pytest_tts_scaling.option_table import OPTION_SPECS
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
@@ -55,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SUMMARY_KEY] = []
     config.pluginmanager.register(fixtures, "tts_scaling_fixtures")
     config.pluginmanager.register(SignalExit(), "tts_scaling_signal_exit")
+    config.pluginmanager.register(ShownOnce(), "tts_scaling_shown_once")
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlExtras(), "tts_scaling_html")
         if config.option.htmlpath:

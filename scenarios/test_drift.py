@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_tts_scaling.aws.drift import DRIFT_CHECKS, DriftReport
+from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import RunOptions
 
 pytestmark = pytest.mark.drift
@@ -19,13 +20,10 @@ pytestmark = pytest.mark.drift
 
 @pytest.fixture(scope="module")
 def drift_report(tts_options: RunOptions, tts_summary: list[str]) -> DriftReport:
-    from pytest_tts_scaling.errors import InputError
     from pytest_tts_scaling.steps.drift import run_drift_step
 
-    try:
+    with one_line("drift", tts_summary):
         report = run_drift_step(tts_options)
-    except InputError as exc:
-        pytest.fail(str(exc), pytrace=False)
     tts_summary.extend(f"drift {finding.line()}" for finding in report.warnings)
     tts_summary.append(report.lines()[-1])
     return report

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras, render
 
@@ -20,13 +21,10 @@ pytestmark = pytest.mark.plan
 def test_plan_has_no_stop_findings(
     tts_options: RunOptions, tts_report: ReportExtras, tts_summary: list[str]
 ) -> None:
-    from pytest_tts_scaling.errors import InputError
     from pytest_tts_scaling.steps.plan import run_plan
 
-    try:
+    with one_line("plan", tts_summary):
         result = run_plan(tts_options)
-    except InputError as exc:
-        pytest.fail(str(exc), pytrace=False)
     plan, path = result.plan, result.path
     tts_summary.extend(f"plan: {line}" for line in result.kept)
     tts_report.artifact(plan, path, result.outcome)

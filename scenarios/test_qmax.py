@@ -6,26 +6,45 @@ property of the result, so the report names what failed.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from pytest_tts_scaling.core.schema import QmaxArtifact
+from pytest_tts_scaling.failures import InconclusiveWarning, fail, one_line
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras, render, rung_table_html
 from pytest_tts_scaling.report.plots import ladder_svg
 from pytest_tts_scaling.steps.qmax import LadderResult
-from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+from pytest_tts_scaling.steps.qmax_words import doubt_line, no_qmax_message
 
 pytestmark = pytest.mark.qmax
 
 
-def test_qmax_found(tts_ladder: LadderResult, tts_report: ReportExtras) -> None:
+def test_qmax_found(
+    tts_ladder: LadderResult,
+    tts_options: RunOptions,
+    tts_report: ReportExtras,
+    tts_summary: list[str],
+) -> None:
     artifact = tts_ladder.artifact
     tts_report.artifact(artifact, tts_ladder.path)
     tts_report.html(rung_table_html(artifact), name="rungs")
-    assert artifact.q_max is not None, no_qmax_message(artifact)
+    if artifact.q_max is None:
+        fail("qmax", f"FAIL: {no_qmax_message(artifact)}", tts_summary)
+    if (doubt := doubt_line(artifact)) is not None:
+        if tts_options.fail_on_inconclusive:
+            fail(
+                "qmax",
+                f"FAIL (--fail-on-inconclusive): {doubt.removeprefix('qmax: ')}",
+                tts_summary,
+            )
+        warnings.warn(doubt, InconclusiveWarning, stacklevel=1)
 
 
-def test_qmax_bracketed(tts_ladder: LadderResult, tts_options: RunOptions) -> None:
+def test_qmax_bracketed(
+    tts_ladder: LadderResult, tts_options: RunOptions, tts_summary: list[str]
+) -> None:
     """The search must find the ceiling; a ladder the user chose may stop below it."""
     artifact = tts_ladder.artifact
     top = max(r.concurrency for r in artifact.rungs)
@@ -36,24 +55,29 @@ def test_qmax_bracketed(tts_ladder: LadderResult, tts_options: RunOptions) -> No
             f"Q_max {artifact.q_max} is a lower bound of the given ladder: every rung up to {top} "
             "met the SLO; extend --ladder to bracket it"
         )
-    assert artifact.q_max_bracketed, (
-        f"Q_max {artifact.q_max} is only a lower bound: no rung above it failed clearly (the "
-        f"search went up to N={top}); raise --max-concurrency beyond {top}"
-    )
+    if not artifact.q_max_bracketed:
+        fail(
+            "qmax",
+            f"FAIL: Q_max {artifact.q_max} is only a lower bound: no rung above it failed clearly "
+            f"(the search went up to N={top}); raise --max-concurrency beyond {top}",
+            tts_summary,
+        )
 
 
-def test_qmax_at_least_minimum(tts_ladder: LadderResult, tts_options: RunOptions) -> None:
+def test_qmax_at_least_minimum(
+    tts_ladder: LadderResult, tts_options: RunOptions, tts_summary: list[str]
+) -> None:
     from pytest_tts_scaling.steps.baseline import below_minimum
 
     if tts_options.min_qmax is None:
         pytest.skip("no --min-qmax gate given")
-    floor = below_minimum(tts_ladder.artifact, tts_options)
-    assert floor is None, floor
+    if (floor := below_minimum(tts_ladder.artifact, tts_options)) is not None:
+        fail("qmax", f"FAIL: {floor}", tts_summary)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def qmax_baseline(
-    request: pytest.FixtureRequest, tts_settings: ResolvedOptions
+    request: pytest.FixtureRequest, tts_settings: ResolvedOptions, tts_summary: list[str]
 ) -> QmaxArtifact | None:
     """The --baseline artifact, read before the ladder runs (its file may be written over).
 
@@ -61,16 +85,15 @@ def qmax_baseline(
     another model, transport, SLO or fingerprint, fails the qmax tests before anything is
     measured.
     """
-    from pytest_tts_scaling.errors import InputError
     from pytest_tts_scaling.steps.baseline import check_endpoint, load_baseline
 
-    try:
+    with one_line("qmax", tts_summary, "--baseline refused"):
         baseline = load_baseline(tts_settings)
-        if baseline is not None and not tts_settings.run.dry_run:
-            check_endpoint(baseline, tts_settings.run, request.getfixturevalue("tts_endpoint"))
-        return baseline
-    except InputError as exc:
-        raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
+    if baseline is not None and not tts_settings.run.dry_run:
+        endpoint = request.getfixturevalue("tts_endpoint")
+        with one_line("qmax", tts_summary, "--baseline refused"):
+            check_endpoint(baseline, tts_settings.run, endpoint)
+    return baseline
 
 
 def test_qmax_no_regression_against_baseline(
@@ -80,16 +103,13 @@ def test_qmax_no_regression_against_baseline(
     tts_report: ReportExtras,
     tts_summary: list[str],
 ) -> None:
-    from pytest_tts_scaling.errors import InputError
     from pytest_tts_scaling.steps.baseline import compare_with_baseline
 
     if qmax_baseline is None:
         pytest.skip("no --baseline given")
     artifact = tts_ladder.artifact
-    try:
+    with one_line("qmax", tts_summary, "--baseline refused"):
         comparison = compare_with_baseline(qmax_baseline, tts_ladder, tts_options)
-    except InputError as exc:
-        raise pytest.fail.Exception(f"--baseline refused: {exc}", pytrace=False) from None
     tts_report.svg(ladder_svg(artifact, baseline=qmax_baseline), name="ladder against the baseline")
     tts_report.html(render("compare.html.j2", comparison=comparison), name="regression checks")
     tts_summary.extend(f"qmax baseline: warning: {w}" for w in comparison.warnings)

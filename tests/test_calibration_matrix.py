@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.calibration.cases import BY_NAME
-from pytest_tts_scaling.calibration.matrix import integer_ladder, measure
+from pytest_tts_scaling.steps.qmax_calibration import integer_ladder, measure
 
 HOLD_S = 2.0
 
 
-@pytest.mark.parametrize("name", ["serial-fast", "2-slot-fast", "gated", "erroring"])
+@pytest.mark.parametrize("name", ["serial-fast", "2-slot-fast", "gated", "erroring", "one-burst"])
 def test_the_adaptive_search_gives_the_truth(name: str, tmp_path: Path) -> None:
     case = BY_NAME[name]
     lines: list[str] = []

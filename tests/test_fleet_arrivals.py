@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_tts_scaling.fleet import arrivals
-from pytest_tts_scaling.fleet.arrivals import Pacer
+from pytest_tts_scaling.core import arrivals
+from pytest_tts_scaling.core.arrivals import Pacer
 
 
 class FakeClock:

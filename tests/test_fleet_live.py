@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_tts_scaling.core import live
 from pytest_tts_scaling.core.autoscaler import Policy
 from pytest_tts_scaling.core.curve import ServiceCurve
-from pytest_tts_scaling.fleet import live
-from pytest_tts_scaling.fleet.live import Prediction
+from pytest_tts_scaling.core.live import Prediction
 from pytest_tts_scaling.fleet.localfleet import Dispatch, FleetEvent
 
 T0 = 1_000_000_000_000

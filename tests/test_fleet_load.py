@@ -315,7 +315,7 @@ def test_the_plugin_and_the_local_fleet_never_import_locust() -> None:
     code = (
         "import sys, pytest_tts_scaling.plugin, pytest_tts_scaling.cli as cli\n"
         "cli.build_parser()\n"
-        "import pytest_tts_scaling.fleet.rehearsal, pytest_tts_scaling.fleet.live\n"
+        "import pytest_tts_scaling.steps.validate_live, pytest_tts_scaling.core.live\n"
         "print(sorted(m for m in ('locust', 'gevent') if m in sys.modules))\n"
     )
     done = subprocess.run(

@@ -24,8 +24,6 @@ PURE_CORE = (
     "calibration.truth",
     "core",  # everything under core/
     "errors",
-    "fleet.arrivals",
-    "fleet.live",
 )
 IO_MODULES = frozenset(
     {

@@ -155,6 +155,33 @@ def test_an_unusable_rung_is_measured_again_and_never_brackets() -> None:
     assert eleven.earlier == ["unusable:not_settled"]
 
 
+@pytest.mark.parametrize("times", [1, 2])
+def test_a_rung_where_nothing_completed_is_measured_once_more(times: int) -> None:
+    """A server that sends each answer whole after seconds is slow, not stopped: its N=1 once
+    unusable (nothing completed) is measured again; twice so, nothing above it is measured."""
+    curve = serial(100, 50)
+    left = {1: times}
+
+    def measure(n: int) -> Rung:
+        rung = measured(n, curve, 1000)
+        if left.get(n):
+            left[n] -= 1
+            return rung.model_copy(
+                update={"usable": False, "unusable_reason": "nothing_completed", "meets_slo": False}
+            )
+        return rung
+
+    rungs = search(measure, 1000)
+    one = next(r for r in rungs if r.concurrency == 1)
+    assert one.earlier == ["unusable:nothing_completed"]
+    if times == 1:
+        assert one.usable
+        assert select_qmax(rungs, 1000) == (10, True)
+    else:
+        assert [r.concurrency for r in rungs] == [1]
+        assert select_qmax(rungs, 1000) == (None, False)
+
+
 def test_nothing_passes_is_no_qmax_and_not_bracketed() -> None:
     rungs = search(lambda n: measured(n, serial(100, 50), 10), 10)
     assert [r.concurrency for r in rungs] == [1]

@@ -117,7 +117,16 @@ class EndpointAutoscaling(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=SCALE_IN_EVALUATION_PERIODS,
             datapoints_to_alarm=SCALE_IN_EVALUATION_PERIODS,
-            # A gap in the metric must never remove capacity.
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            # Missing periods count neither way (CloudWatch's "missing"): the periods that have
+            # data are judged as they read, and with no datapoint in the evaluation range the
+            # alarm goes to INSUFFICIENT_DATA, which takes no action. So a metric sparse at low
+            # load still scales the fleet in on its low readings (notBreaching would count
+            # every gap as high and block that), while a metric pipeline that has stopped
+            # cannot walk the fleet down to its minimum (breaching would count every gap as
+            # low). An idle fleet scales in only if ConcurrentRequestsPerModel publishes its
+            # zeros, which target tracking on the same metric relies on as well (Application
+            # Auto Scaling cannot scale on INSUFFICIENT_DATA); docs/aws-first-run.md has the
+            # command that confirms it on a real endpoint.
+            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
         )
         self.scale_in_alarm.add_alarm_action(cw_actions.ApplicationScalingAction(self.scale_in))

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -14,11 +16,30 @@ from constructs import Construct
 
 from speech_infra.naming import WEIGHTS_PREFIX, endpoint_name
 
-INVOKE_ACTIONS = (
-    "sagemaker:InvokeEndpoint",
-    "sagemaker:InvokeEndpointWithResponseStream",
-    "sagemaker:InvokeEndpointWithBidirectionalStream",
-)
+# The policies a person or role needs around the endpoints, as JSON for any account; their ARNs
+# name the partition as `${AWS::Partition}`, which a stack fills in with its own.
+IAM_DIR = Path(__file__).resolve().parents[1] / "iam"
+PARTITION_PLACEHOLDER = "${AWS::Partition}"
+
+
+def iam_policy(name: str, partition: str) -> dict[str, Any]:
+    """infra/iam/NAME.json with its partition placeholder filled in."""
+    text = (IAM_DIR / f"{name}.json").read_text(encoding="utf-8")
+    policy: dict[str, Any] = json.loads(text.replace(PARTITION_PLACEHOLDER, partition))
+    return policy
+
+
+def policy_actions(policy: dict[str, Any]) -> list[str]:
+    """Every action a policy allows, sorted."""
+    found: set[str] = set()
+    for statement in policy["Statement"]:
+        action = statement["Action"]
+        found.update([action] if isinstance(action, str) else action)
+    return sorted(found)
+
+
+# What invoking an endpoint takes (the streams need sagemaker:InvokeEndpoint too).
+INVOKE_ACTIONS = tuple(policy_actions(iam_policy("runtime", "aws")))
 ENDPOINT_LOG_GROUPS = "/aws/sagemaker/Endpoints/speech-*"
 
 
@@ -92,7 +113,33 @@ class SpeechFoundationStack(cdk.Stack):
                 iam.PolicyStatement(actions=list(INVOKE_ACTIONS), resources=endpoint_arns)
             )
 
+        # tts-bench's own policy (infra/iam/measurement.json) in this stack's partition, to
+        # attach to whoever runs the measurements.
+        self.measurement_policy = iam.ManagedPolicy(
+            self,
+            "MeasurementPolicy",
+            description="What tts-bench calls around the speech endpoints, and nothing else.",
+            document=iam.PolicyDocument.from_json(iam_policy("measurement", self.partition)),
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.measurement_policy,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason="Scoped wildcards only: the speech-* endpoints, inference components "
+                    "and log groups in any region of the account, the configs and models they "
+                    "use (named by CloudFormation), scalable targets limited by namespace and "
+                    "dimension by condition (their ids are generated), and the Application Auto "
+                    "Scaling and CloudWatch reads, which take no resource.",
+                    applies_to=[RegexAppliesTo(regex=r"/^Resource::.*\*.*$/")],
+                )
+            ],
+        )
+
         cdk.CfnOutput(self, "WeightsBucketName", value=self.weights_bucket.bucket_name)
+        cdk.CfnOutput(
+            self, "MeasurementPolicyArn", value=self.measurement_policy.managed_policy_arn
+        )
         cdk.CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role_arn)
         cdk.CfnOutput(self, "InvocationRoleArn", value=self.invocation_role.role_arn)
 

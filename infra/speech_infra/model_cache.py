@@ -30,6 +30,13 @@ from speech_infra.registry import ModelEndpointConfig
 HANDLERS_DIR = Path(__file__).parent / "handlers"
 HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 HUGGINGFACE_HUB = "huggingface_hub==2.4.0"
+# CloudFormation gives a custom resource at most an hour (ServiceTimeout, 1..3600 s, one hour
+# also when unset), so the whole sync fits inside it: the build's own limit, then the
+# provider's wait for it with room for the build's queueing and the last poll, then the
+# resource's timeout, set in the template rather than left to the default.
+SYNC_BUILD_TIMEOUT = cdk.Duration.minutes(45)
+SYNC_WAIT_TIMEOUT = cdk.Duration.minutes(55)
+SYNC_SERVICE_TIMEOUT = cdk.Duration.minutes(60)
 
 _DOWNLOAD = (
     "import json, os; from huggingface_hub import snapshot_download; "
@@ -74,7 +81,7 @@ class ModelWeightsSync(Construct):
                 build_image=codebuild.LinuxBuildImage.STANDARD_7_0,
                 compute_type=codebuild.ComputeType.SMALL,
             ),
-            timeout=cdk.Duration.minutes(60),
+            timeout=SYNC_BUILD_TIMEOUT,
             logging=codebuild.LoggingOptions(
                 cloud_watch=codebuild.CloudWatchLoggingOptions(
                     log_group=logs.LogGroup(
@@ -171,7 +178,7 @@ class ModelWeightsSync(Construct):
             on_event_handler=on_event,
             is_complete_handler=is_complete,
             query_interval=cdk.Duration.seconds(30),
-            total_timeout=cdk.Duration.minutes(90),
+            total_timeout=SYNC_WAIT_TIMEOUT,
             log_group=logs.LogGroup(
                 self, "ProviderLogs", retention=logs.RetentionDays.THREE_MONTHS
             ),
@@ -230,6 +237,7 @@ class ModelWeightsSync(Construct):
             f"Weights-{config.model_name}",
             service_token=self.provider.service_token,
             resource_type="Custom::ModelWeightsSync",
+            service_timeout=SYNC_SERVICE_TIMEOUT,
             properties={
                 "ProjectName": self.project.project_name,
                 "ModelName": config.model_name,

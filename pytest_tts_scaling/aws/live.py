@@ -6,12 +6,17 @@ code path for both:
 
 - scale-out and scale-in: Application Auto Scaling's scaling activities on the variant's
   scalable target that started within the run (each sets a new desired count; `out` or `in`
-  against the count before it), at their start, when the policy decided;
+  against the count before it), at their start, when the policy decided. Every page is read
+  and filtered by StartTime, since the API documents no order; the count an activity set has
+  no field of its own, so it is read from the Description ("Setting desired instance count to
+  N.") and, where that text says otherwise, from the first DescribeEndpoint poll after the
+  activity began;
 - when the first new instance of a scale-out served: the first DescribeEndpoint poll taken
   during the run whose CurrentInstanceCount holds it (the variant then routes to it), else the
   activity's end;
 - the in-flight count before each request: the metric the deployed policy tracks
-  (ConcurrentRequestsPerModel, Maximum, 10 s, the finest SageMaker publishes) over the instance
+  (ConcurrentRequestsPerModel, Maximum, 10 s, the finest SageMaker publishes, or the finest
+  period CloudWatch still holds for a run read more than 3 hours later) over the instance
   count polled at that time, as the local fleet's emulation takes the variant's in-flight over
   its serving instances; NaN where CloudWatch has no datapoint, which the rejection check fails
   on.
@@ -31,27 +36,20 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_tts_scaling.artifacts import write_atomic
 from pytest_tts_scaling.aws.clients import AwsCallError, AwsClients, Clock, aws_errors
 from pytest_tts_scaling.aws.cloudwatch import (
     MAX_LAG_S,
     NAMESPACE,
     PERIOD_S,
     POLL_S,
+    period_for,
     wait_for_metric,
 )
-from pytest_tts_scaling.aws.fingerprint import describe_endpoint, read_deployment
+from pytest_tts_scaling.aws.fingerprint import describe_endpoint
 from pytest_tts_scaling.aws.scaling import ScalingScope
-from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.fleet.localfleet import Dispatch, FleetEvent, FleetLog
-
-if TYPE_CHECKING:
-    from pytest_tts_scaling.core.plan import PlanOutcome
-    from pytest_tts_scaling.fleet.rehearsal import LiveRun
-    from pytest_tts_scaling.options import RunOptions
 
 # DescribeEndpoint every this many seconds while the load runs.
 COUNT_POLL_S = 5.0
@@ -59,9 +57,9 @@ COUNT_POLL_S = 5.0
 MAX_DATAPOINTS = 1440
 # An activity that did not change capacity (refused, or not done) is no scaling event.
 CHANGED = frozenset({"Successful", "InProgress", "Pending"})
+# The count an activity set, in its Description ("Setting desired instance count to 3."): the
+# API has no field for it, and the wording is an example in the documentation, not a contract.
 _COUNT = re.compile(r"count to (\d+)")
-# After the trace's last send: requests still streaming, and the load's own start and stop.
-LOAD_SLACK_S = 600.0
 
 
 def _ns(at: datetime) -> int:
@@ -135,7 +133,9 @@ class DeployedFleet:
         if self.started is None or self.ended is None:
             raise RuntimeError("DeployedFleet.log: the fleet was not watched around a load")
         clock, scope = self.clients.clock, self.scope
-        activities = scaling_activities(self.clients.autoscaling, scope, self.started, self.ended)
+        activities = scaling_activities(
+            self.clients.autoscaling, scope, self.started, self.ended, log=progress
+        )
         points = concurrency_maxima(
             self.clients.cloudwatch, scope, self.started, self.ended, clock=clock, log=progress
         )
@@ -149,20 +149,27 @@ class DeployedFleet:
 
 @dataclass(frozen=True)
 class Activity:
-    """One scaling activity: when it started and ended, and the desired count it set."""
+    """One scaling activity: when it started and ended, and the desired count it set (None
+    where its Description does not say; the polls then tell)."""
 
     start_ns: int
     end_ns: int | None
-    desired: int
+    desired: int | None
     status: str
 
 
 def scaling_activities(
-    autoscaling: Any, scope: ScalingScope, start: datetime, end: datetime
+    autoscaling: Any,
+    scope: ScalingScope,
+    start: datetime,
+    end: datetime,
+    *,
+    log: Callable[[str], None] = lambda line: None,
 ) -> list[Activity]:
     """The activities on the scope's scalable target that started in [start, end], oldest
-    first. Pages come newest first, so paging stops at the first activity before `start`."""
+    first. Every page is read: the service documents no order for them."""
     found: list[Activity] = []
+    unread: list[str] = []
     pages = autoscaling.get_paginator("describe_scaling_activities").paginate(
         ServiceNamespace="sagemaker",
         ResourceId=scope.resource_id,
@@ -170,26 +177,29 @@ def scaling_activities(
     )
     with aws_errors():
         for page in pages:
-            older = False
             for item in page.get("ScalingActivities", []):
                 began = item["StartTime"]
-                older = older or began < start
-                count = _COUNT.search(str(item.get("Description", "")))
-                if not start <= began <= end or count is None:
+                if not start <= began <= end or item.get("StatusCode") not in CHANGED:
                     continue
-                if item.get("StatusCode") not in CHANGED:
-                    continue
+                description = str(item.get("Description", ""))
+                count = _COUNT.search(description)
+                if count is None:
+                    unread.append(description)
                 ended = item.get("EndTime")
                 found.append(
                     Activity(
                         _ns(began),
                         None if ended is None else _ns(ended),
-                        int(count.group(1)),
+                        None if count is None else int(count.group(1)),
                         str(item["StatusCode"]),
                     )
                 )
-            if older:
-                break
+    if unread:
+        log(
+            f"{len(unread)} scaling activit{'y' if len(unread) == 1 else 'ies'} name no count "
+            f"('{unread[0]}'): the count is read from DescribeEndpoint's DesiredInstanceCount "
+            "polled after it began"
+        )
     return sorted(found, key=lambda a: a.start_ns)
 
 
@@ -197,17 +207,31 @@ def fleet_events(
     activities: Sequence[Activity], samples: Sequence[CountSample]
 ) -> list[FleetEvent]:
     """`out`/`in` at each activity's start (against the desired count before it) and, for a
-    scale-out, `first_served` when a poll first held one instance more (else its end)."""
+    scale-out, `first_served` when a poll first held one instance more (else its end). An
+    activity whose count is unknown takes the first polled desired count after it began that
+    differs from the one before."""
     polled = sorted(samples, key=lambda s: s.at_ns)
     first = polled[0] if polled else None
     desired = (first.desired or first.current or 0) if first is not None else 0
     events: list[FleetEvent] = []
     for activity in sorted(activities, key=lambda a: a.start_ns):
-        if activity.desired == desired:
+        target = activity.desired
+        if target is None:
+            target = next(
+                (
+                    s.desired
+                    for s in polled
+                    if s.at_ns >= activity.start_ns
+                    and s.desired is not None
+                    and s.desired != desired
+                ),
+                None,
+            )
+        if target is None or target == desired:
             continue
-        if activity.desired < desired:
-            events.append(FleetEvent(activity.start_ns, "in", None, activity.desired))
-            desired = activity.desired
+        if target < desired:
+            events.append(FleetEvent(activity.start_ns, "in", None, target))
+            desired = target
             continue
         events.append(FleetEvent(activity.start_ns, "out", None, desired))
         wanted = desired + 1
@@ -221,16 +245,17 @@ def fleet_events(
         )
         if served is not None:
             events.append(FleetEvent(served, "first_served", None, wanted))
-        desired = activity.desired
+        desired = target
     return sorted(events, key=lambda e: e.at_ns)
 
 
 @dataclass(frozen=True)
 class Datapoint:
-    """The metric's Maximum over the period that starts at `start_ns`."""
+    """The metric's Maximum over the `period_s` that starts at `start_ns`."""
 
     start_ns: int
     maximum: float
+    period_s: int = PERIOD_S
 
 
 def concurrency_maxima(
@@ -244,19 +269,22 @@ def concurrency_maxima(
     poll_s: float = POLL_S,
     log: Callable[[str], None] = lambda line: None,
 ) -> list[Datapoint]:
-    """The tracked metric's 10 s Maxima over [start, end]; it arrives minutes late, so this
-    waits (bounded by `max_lag_s` after `end`) until a datapoint reaches the last periods.
+    """The tracked metric's Maxima over [start, end] at the finest period CloudWatch still
+    holds for `start` (10 s for 3 hours, as the rungs' join reads them); it arrives minutes
+    late, so this waits (bounded by `max_lag_s` after `end`) until a datapoint reaches the last
+    periods.
 
     The query starts at the period that holds `start` (CloudWatch's periods sit on the clock's
-    multiples of 10 s): from `start` itself, the period it falls in would be left out, and the
-    requests of the run's first seconds would have no reading.
+    multiples of the period): from `start` itself, the period it falls in would be left out,
+    and the requests of the run's first seconds would have no reading.
     """
-    start = datetime.fromtimestamp(
-        math.floor(start.timestamp() / PERIOD_S) * PERIOD_S, start.tzinfo
-    )
-    last = _ns(end) - 2 * PERIOD_S * 10**9
+    period = period_for(start, clock.now())
+    if period != PERIOD_S:
+        log(f"CloudWatch keeps 10 s datapoints for 3 h only: {scope.metric} is read at {period} s")
+    start = datetime.fromtimestamp(math.floor(start.timestamp() / period) * period, start.tzinfo)
+    last = _ns(end) - 2 * period * 10**9
     return wait_for_metric(
-        lambda: _maxima(cloudwatch, scope, start, end),
+        lambda: _maxima(cloudwatch, scope, start, end, period),
         lambda points: bool(points) and points[-1].start_ns >= last,
         lambda points: f"{scope.metric} to cover the run",
         deadline=end + timedelta(seconds=max_lag_s),
@@ -267,9 +295,9 @@ def concurrency_maxima(
 
 
 def _maxima(
-    cloudwatch: Any, scope: ScalingScope, start: datetime, end: datetime
+    cloudwatch: Any, scope: ScalingScope, start: datetime, end: datetime, period: int
 ) -> list[Datapoint]:
-    span = timedelta(seconds=PERIOD_S * MAX_DATAPOINTS)
+    span = timedelta(seconds=period * MAX_DATAPOINTS)
     points: list[Datapoint] = []
     with aws_errors():
         lo = start
@@ -281,11 +309,11 @@ def _maxima(
                 Dimensions=scope.metric_dimensions,
                 StartTime=lo,
                 EndTime=hi,
-                Period=PERIOD_S,
+                Period=period,
                 Statistics=["Maximum"],
             )
             points += [
-                Datapoint(_ns(p["Timestamp"]), float(p["Maximum"]))
+                Datapoint(_ns(p["Timestamp"]), float(p["Maximum"]), period)
                 for p in answer.get("Datapoints", [])
             ]
             lo = hi
@@ -304,65 +332,13 @@ def dispatches(
     for row in rows:
         at = int(row["epoch_start_ns"])
         i = bisect_right(starts, at) - 1
-        point = points[i] if i >= 0 and at < starts[i] + PERIOD_S * 10**9 else None
+        point = points[i] if i >= 0 and at < starts[i] + points[i].period_s * 10**9 else None
         in_flight = point.maximum if point is not None else math.nan
         out.append(Dispatch(at, target, in_flight, str(row["status"])))
     return out
 
 
-def deployed_plan(options: RunOptions, progress: Callable[[str], None]) -> PlanOutcome:
-    """The plan behind the deployment, recomputed from the artifacts it names (the traffic and
-    the prediction need its curve and policy, which the plan file does not hold)."""
-    from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
-    from pytest_tts_scaling.report.plan import recompute
-
-    path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
-    if not path.is_file():
-        raise InputError(
-            f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
-            "writes it to --artifacts-dir; or --plan-artifact FILE)"
-        )
-    outcome, why = recompute(load(path, PlanArtifact), path.parent)
-    if outcome is None:
-        raise InputError(f"{path}: {why}")
-    if why:
-        progress(f"validate_live: {why}")
-    return outcome
-
-
-def replay_deployed(
-    outcome: PlanOutcome,
-    workdir: Path,
-    progress: Callable[[str], None],
-    *,
-    clients: AwsClients,
-    endpoint: str,
-    load_args: Sequence[str] = (),
-) -> LiveRun:
-    """The validate_live traffic at the plan's own pace against the endpoint, by `tts-bench load
-    --trace --endpoint`, while its instance counts are polled; then the fleet's log read back."""
-    from pytest_tts_scaling.fleet.rehearsal import live_run, load_trace, traffic_for
-
-    deployment = read_deployment(clients.sagemaker, endpoint)
-    traffic = traffic_for(outcome, 1.0)
-    with DeployedFleet(clients, endpoint, deployment.variant) as fleet:
-        serving = fleet.samples[0].current
-        rows, t0, output = load_trace(
-            traffic,
-            workdir,
-            progress,
-            [*load_args, "--endpoint", endpoint],
-            where=f"on {fleet.scope.describe()} ({serving} instances serving; the plan's surge "
-            f"starts on {traffic.initial_instances})",
-            timeout_s=traffic.duration_s + LOAD_SLACK_S,
-        )
-    log = fleet.log(rows, progress)
-    write_atomic(workdir / "live.fleet.json", _fleet_json(fleet, log))
-    return live_run(outcome, traffic, log, rows, t0, output)
-
-
-def _fleet_json(fleet: DeployedFleet, log: FleetLog) -> str:
+def fleet_json(fleet: DeployedFleet, log: FleetLog) -> str:
     """What was read, beside the records, so a failed check can be traced to its readings."""
     body = {
         "endpoint": fleet.endpoint,

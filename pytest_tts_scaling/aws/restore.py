@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_tts_scaling.aws import scaling
-from pytest_tts_scaling.aws.capacity import IN_SERVICE_TIMEOUT_S, POLL_S, Capacity
+from pytest_tts_scaling.aws.capacity import (
+    ADJUST_GRACE_S,
+    IN_SERVICE_TIMEOUT_S,
+    POLL_S,
+    Capacity,
+)
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.snapshot import FreezeSnapshot
 
@@ -25,15 +30,19 @@ def restore(
     timeout_s: float = IN_SERVICE_TIMEOUT_S,
     poll_s: float = POLL_S,
     interrupted: Callable[[], bool] = lambda: False,
+    grace_s: float = ADJUST_GRACE_S,
 ) -> list[str]:
     """Put back everything the snapshot recorded. Idempotent; a target that is gone is left alone.
 
     The scaling flags and capacity limits come back first (they are what leaves an endpoint
     unable to scale), then the desired instance (or copy) count; SageMaker refuses that while
     the endpoint is updating, so it waits for InService first unless `interrupted()` says to
-    stop waiting. Returns what was done, one line each.
+    stop waiting. Limits put back around a count outside them make Application Auto Scaling
+    move the count itself, so the restore first waits for that update to finish
+    (:meth:`Capacity.wait_within`). Returns what was done, one line each.
     """
     done: list[str] = []
+    registered: tuple[int, int] | None = None
 
     def note(line: str) -> None:
         done.append(line)
@@ -65,6 +74,8 @@ def restore(
                     min_capacity=want.min_capacity if moved else None,
                     max_capacity=want.max_capacity if moved else None,
                 )
+                if moved:
+                    registered = (want.min_capacity, want.max_capacity)
                 note(f"{resource}: " + "; ".join(changes))
             else:
                 note(
@@ -77,6 +88,21 @@ def restore(
     where = capacity.describe()
     if wanted is not None:
         status, _, desired = capacity.counts()
+        if registered is not None and desired is not None and status != "Missing":
+            low, high = registered
+            if not low <= desired <= high:
+                log(
+                    f"waiting for Application Auto Scaling to bring {where} within {low}..{high} "
+                    "before restoring its capacity"
+                )
+                status, _, desired = capacity.wait_within(
+                    low,
+                    high,
+                    grace_s=grace_s,
+                    timeout_s=timeout_s,
+                    poll_s=poll_s,
+                    interrupted=interrupted,
+                )
         if status == "Missing" or desired is None:
             gone = "inference component" if snapshot.inference_component else "endpoint or variant"
             note(f"{where}: {gone} gone, capacity left alone")

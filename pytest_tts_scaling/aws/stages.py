@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_tts_scaling.aws.clients import error_code
 from pytest_tts_scaling.aws.fingerprint import TERMINAL_STATUSES, describe_endpoint
-from pytest_tts_scaling.core.timeline import CONTAINER_MARKERS, Event
+from pytest_tts_scaling.core.timeline import CONTAINER_MARKERS, Event, marker_events
 
 Log = Callable[[str], None]
 
@@ -69,11 +69,10 @@ def list_streams(logs: Any, group: str, prefix: str) -> dict[str, dict[str, Any]
 def container_markers(messages: Sequence[tuple[float, str]], *, source: str) -> list[Event]:
     """The container's startup markers among log messages ((timestamp ms, message) pairs).
 
-    Parsed as the local scale timer parses them (`TTS_MARKER {"marker", "at", …}`, the time
-    the container wrote); unknown marker names and malformed lines are skipped.
+    Parsed by `core.timeline.marker_events`, as the local scale timer reads them (`TTS_MARKER
+    {"marker", "at", …}`, the time the container wrote); unknown marker names and malformed
+    lines are skipped.
     """
-    from pytest_tts_scaling.endpoints.local_scaleout import marker_events
-
     return [
         replace(event, source=source)
         for event in marker_events(list(messages))

@@ -8,6 +8,7 @@ finish their measurement in seconds and run in the project's tests.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pytest_tts_scaling.calibration.disciplines import (
     Batching,
@@ -23,6 +24,8 @@ from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 # The base of the fault cases: serial, 50 ms a request, first audio at 20 ms; Q_max 6 at 295 ms.
 FAST_SERIAL = Slots(slots=1, service_s=0.05, first_audio_s=0.02)
 FAST_SLO_MS = 295.0
+# The key the OpenAI-style cases require; the shipped scenarios read it from OPENAI_API_KEY.
+CALIBRATION_KEY = "calibration-key"
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,11 @@ class Case:
     slo_ms: float
     faults: Faults = field(default_factory=Faults)
     fast: bool = False
+    # The server's face and body, and the shipped scenario that measures it (None: the
+    # container's contract, POST /invocations with raw audio).
+    face: Literal["invocations", "openai"] = "invocations"
+    body_format: Literal["raw", "sse"] = "raw"
+    scenario: str | None = None
 
     def truth(self) -> Truth:
         """The answer a correct qmax gives; faults that leave capacity alone keep its truth."""
@@ -42,7 +50,14 @@ class Case:
         return truth_for(self.discipline, self.slo_ms)
 
     def server(self) -> SerialStreamServer:
-        return SerialStreamServer(discipline=self.discipline, faults=self.faults)
+        openai = self.face == "openai"
+        return SerialStreamServer(
+            discipline=self.discipline,
+            faults=self.faults,
+            face=self.face,
+            body_format=self.body_format,
+            api_key=CALIBRATION_KEY if openai else None,
+        )
 
 
 CASES: tuple[Case, ...] = (
@@ -59,6 +74,19 @@ CASES: tuple[Case, ...] = (
     Case("slow-ping", FAST_SERIAL, FAST_SLO_MS, Faults(ping_delay_s=1.5)),
     Case("stalling", FAST_SERIAL, FAST_SLO_MS, Faults(stall_after_headers=True)),
     Case("stops", FAST_SERIAL, FAST_SLO_MS, Faults(stop_after=150)),
+    # Each answer whole, after all its compute (as Kokoro-FastAPI sends an utterance): slow, not
+    # stalled. The slow one is silent longer than the stall bound its SLO alone gives.
+    Case("one-burst", Slots(1, service_s=0.05, first_audio_s=0.05), slo_ms=275.0, fast=True),
+    Case("one-burst-slow", Slots(1, service_s=6.0, first_audio_s=6.0), slo_ms=2000.0),
+    Case("openai-raw", FAST_SERIAL, FAST_SLO_MS, face="openai", scenario="openai-speech"),
+    Case(
+        "openai-sse",
+        FAST_SERIAL,
+        FAST_SLO_MS,
+        face="openai",
+        body_format="sse",
+        scenario="openai-speech-sse",
+    ),
 )
 BY_NAME = {case.name: case for case in CASES}
 

@@ -2,11 +2,14 @@
 
 It serves by a service discipline (`disciplines.py`: K slots, random service times, batching)
 and shows the faults it is given (admission gate, errors, stalls, a WAV header, a slow /ping).
-The body is raw PCM, JSON lines carrying base64 audio (`jsonl`), or one JSON document with an
-embedding (`json`, sent whole at the end, as a non-TTS endpoint would). Response headers go out
-on arrival, before any queueing, so a client that took headers for audio would be caught. It
-records when it wrote each request's first audio byte, so the client's TTFAB error can be
-measured, and its own in-flight count (queued + executing), so the client's can be checked.
+The body is raw PCM, JSON lines carrying base64 audio (`jsonl`), server-sent events carrying
+base64 audio as OpenAI's speech API sends them (`sse`), or one JSON document with an embedding
+(`json`, sent whole at the end, as a non-TTS endpoint would). It answers at `/invocations` (the
+container's contract) or, with `face="openai"`, at `/v1/audio/speech` behind a bearer key.
+Response headers go out on arrival, before any queueing, so a client that took headers for audio
+would be caught. It records when it wrote each request's first audio byte, so the client's TTFAB
+error can be measured, and its own in-flight count (queued + executing), so the client's can
+be checked.
 
 With a closed loop of N workers and one slot, a request waits for the N − 1 ahead of it, so
 TTFAB = (N − 1)·service_s + first_audio_s and Q_max = floor((SLO − first_audio_s)/service_s) + 1;
@@ -33,6 +36,9 @@ from pytest_tts_scaling.core.stats import time_weighted_in_flight
 
 PCM_BYTES_PER_S = 48000  # 24 kHz, 16-bit mono, as the real container sends
 SAMPLE_RATE = 24000
+OPENAI_PATH = "/v1/audio/speech"
+# OpenAI's speech events: audio deltas, then one that ends the answer.
+SSE_DELTA, SSE_DONE = "speech.audio.delta", "speech.audio.done"
 
 
 def wav_header_with_list_chunk() -> bytes:
@@ -59,6 +65,10 @@ def wav_header_with_list_chunk() -> bytes:
     )
 
 
+def sse_event(document: dict[str, object]) -> bytes:
+    return b"data: " + json.dumps(document).encode() + b"\n\n"
+
+
 class _Drop(Exception):
     """End this connection now, mid-response."""
 
@@ -71,7 +81,11 @@ class SerialStreamServer:
     first_audio_s: float = 0.05
     chunks: int = 4
     slots: int = 1
-    body_format: Literal["raw", "jsonl", "json"] = "raw"
+    body_format: Literal["raw", "jsonl", "json", "sse"] = "raw"
+    # "openai": POST /v1/audio/speech with an OpenAI body ("input", "voice"); `api_key`, when
+    # set, must come as `Authorization: Bearer KEY`.
+    face: Literal["invocations", "openai"] = "invocations"
+    api_key: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
     discipline: Discipline | None = None
@@ -171,6 +185,10 @@ class SerialStreamServer:
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                     await writer.drain()
                     continue
+                refusal = self._refusal(method, path, headers, body)
+                if refusal is not None:
+                    await self._refuse(writer, *refusal)
+                    continue
                 request_id = headers.get("x-request-id") or json.loads(body or b"{}").get(
                     "request_id", ""
                 )
@@ -183,6 +201,32 @@ class SerialStreamServer:
         finally:
             await close_quietly(writer)
             self._handlers.discard(task)
+
+    def _refusal(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, str] | None:
+        """The status and error code a request that this face does not serve gets, else None."""
+        if self.face == "invocations":
+            return None
+        if method != "POST" or path != OPENAI_PATH:
+            return 404, "not_found"
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            return 401, "invalid_api_key"
+        try:
+            document = json.loads(body)
+        except ValueError:
+            document = None
+        if not isinstance(document, dict) or not document.get("input") or "voice" not in document:
+            return 400, "invalid_request"  # an OpenAI speech body has "input" and "voice"
+        return None
+
+    async def _refuse(self, writer: asyncio.StreamWriter, status: int, code: str) -> None:
+        body = json.dumps({"error": code}).encode()
+        writer.write(
+            b"HTTP/1.1 %d Refused\r\ncontent-type: application/json\r\ncontent-length: %d"
+            b"\r\n\r\n%s" % (status, len(body), body)
+        )
+        await writer.drain()
 
     async def _invocation(self, writer: asyncio.StreamWriter, request_id: str) -> None:
         faults = self.faults
@@ -228,6 +272,8 @@ class SerialStreamServer:
         faults = self.faults
         if faults.wav_header:
             kind = b"audio/wav"
+        elif self.body_format == "sse":
+            kind = b"text/event-stream"
         elif self.body_format != "raw":
             kind = b"application/json"
         else:
@@ -275,9 +321,14 @@ class SerialStreamServer:
             if self.body_format == "jsonl":
                 encoded = base64.b64encode(audio).decode()
                 chunk = json.dumps({"audio": encoded, "index": index}).encode() + b"\n"
+            elif self.body_format == "sse":
+                encoded = base64.b64encode(audio).decode()
+                chunk = sse_event({"type": SSE_DELTA, "audio": encoded})
             await self._chunk(writer, chunk)
             if index == 0:
                 self.first_audio_sent_ns[request_id] = time.perf_counter_ns()
+        if self.body_format == "sse":
+            await self._chunk(writer, sse_event({"type": SSE_DONE}))
         if self.body_format == "json":
             document = json.dumps({"embedding": [0.125] * 384, "request_id": request_id})
             await self._chunk(writer, document.encode())

@@ -112,12 +112,16 @@ def slo_margin_ms(discipline: Discipline, slo_ms: float, q_max: int) -> float:
 
 
 def truth_for(discipline: Discipline, slo_ms: float) -> Truth:
-    """Q_max by closed form where one holds, else by simulation; bracketed by the failing N+1."""
+    """Q_max by closed form where one holds, else by simulation; bracketed by the failing N+1.
+
+    A server slower than the SLO even alone has no Q_max, and nothing brackets it: N=1 fails
+    for the SLO (as the artifact says it)."""
     closed = closed_form_qmax(discipline, slo_ms)
-    if closed is not None:
-        return Truth(q_max=closed or None, bracketed=True, source="closed form")
-    q = simulated_qmax(discipline, slo_ms)
-    return Truth(q_max=q or None, bracketed=True, source="simulation")
+    source = "closed form" if closed is not None else "simulation"
+    q = closed if closed is not None else simulated_qmax(discipline, slo_ms)
+    if not q:
+        return Truth(q_max=None, bracketed=False, source=source, failing_reason="slo")
+    return Truth(q_max=q, bracketed=True, source=source)
 
 
 def _simulate_slots(slots: Slots, concurrency: int) -> np.ndarray:

@@ -215,7 +215,7 @@ def register(subparsers: Any) -> None:
 
 def schedule(args: argparse.Namespace) -> tuple[str, Any, float, float | None]:
     """Mode, send times (open loop), duration and the requested mean rate, from the flags."""
-    from pytest_tts_scaling.fleet import arrivals
+    from pytest_tts_scaling.core import arrivals
 
     chosen = [
         flag
@@ -280,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.artifacts import write_atomic
     from pytest_tts_scaling.fleet.config import LoadConfig
     from pytest_tts_scaling.fleet.report import summarize_load
+    from pytest_tts_scaling.load.scenario import load_scenario, resolve
 
     mode, times, duration, requested = schedule(args)
     if args.tts_endpoint:
@@ -298,7 +299,10 @@ def run(args: argparse.Namespace) -> int:
     users = args.users or args.max_in_flight or max(16, math.ceil(peak_rate(times) * POOL_SECONDS))
     options = {f"tts_{k}": getattr(args, f"tts_{k}") for k in ("scenario", "model", "transport")}
     if options["tts_scenario"]:
-        options["tts_scenario"] = str(Path(options["tts_scenario"]).resolve())
+        # Worker processes may start elsewhere: they get the file, not a name.
+        found = resolve(options["tts_scenario"], [Path("scenarios")])
+        load_scenario(found)  # a bad file or an unset key is said here, once, not per worker
+        options["tts_scenario"] = str(found.resolve())
     config = LoadConfig(
         target=target,
         transport=args.tts_transport or "response-stream",

@@ -24,6 +24,7 @@ FLAGS = (
     "--gap-s",
     "--runs",
     "--min-qmax",
+    "--fail-on-inconclusive",
     "--dry-run",
     "--artifacts-dir",
     "--allow-shallow-queue",
@@ -83,5 +84,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if (floor := below_minimum(result.artifact, settings.run)) is not None:
         print(f"qmax: FAIL: {floor}")
+        return 1
+    if result.artifact.inconclusive and settings.run.fail_on_inconclusive:
+        print("qmax: FAIL: the answer is inconclusive (--fail-on-inconclusive)")
         return 1
     return 1 if regressed else 0

@@ -1,9 +1,10 @@
-"""Turning response bytes into payload bytes: raw audio, or audio carried inside JSON.
+"""Turning response bytes into payload bytes: raw audio, or audio carried inside JSON or events.
 
 A decoder is fed the body as it arrives and says how many payload bytes each piece made
 available, so TTFAB is the arrival of the first piece that carried payload: for raw audio the
-first byte past a WAV header; for JSON lines the line whose field held the first audio; for a
-single JSON body, its end (no audio can be played before it is whole).
+first byte past a WAV header; for JSON lines the line whose field held the first audio; for
+server-sent events the event whose JSON held it; for a single JSON body, its end (no audio can
+be played before it is whole).
 
 Whether audio comes behind a RIFF/WAVE header is read from the bytes, never from the format the
 request asked for: a server may answer a pcm request with WAV, and a header can arrive in
@@ -49,15 +50,19 @@ class Decoder(Protocol):
 class ResponseFormat:
     """How a response carries its payload (docs/workloads.md)."""
 
-    kind: Literal["audio", "json"] = "audio"
+    kind: Literal["audio", "json", "sse"] = "audio"
     field: str | None = None
     encoding: Literal["base64", "none"] = "base64"
     streamed: bool = True
+    # sse: the event (its `event:` name, or its JSON's "type") that ends the answer.
+    end_event: str | None = None
 
     def decoder(self) -> Decoder:
         if self.kind == "audio":
             return RawAudioDecoder()
         assert self.field is not None
+        if self.kind == "sse":
+            return EventStreamDecoder(compile_field(self.field), self.encoding, self.end_event)
         return JsonFieldDecoder(compile_field(self.field), self.encoding, self.streamed)
 
 
@@ -205,19 +210,97 @@ class JsonFieldDecoder:
         return (self._payload(rest) if rest else 0) + self.audio.finish()
 
     def _payload(self, text: bytes) -> int:
+        return field_payload(parse_json(text), self.field, self.encoding, self.audio)
+
+
+def parse_json(text: bytes) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise DecodeError(f"response is not JSON: {exc}") from None
+
+
+def field_payload(document: Any, field: Any, encoding: str, audio: WavSkipper) -> int:
+    """Payload bytes the document holds at `field`: base64 audio fed to `audio`, or any value."""
+    value = field.search(document)
+    if value is None:
+        return 0
+    if encoding == "base64":
+        if not isinstance(value, str):
+            raise DecodeError(f"{field.expression} is {type(value).__name__}, not base64")
         try:
-            document = json.loads(text)
-        except ValueError as exc:
-            raise DecodeError(f"response is not JSON: {exc}") from None
-        value = self.field.search(document)
-        if value is None:
+            decoded = base64.b64decode(value, validate=True)
+        except binascii.Error as exc:
+            raise DecodeError(f"{field.expression} is not base64: {exc}") from None
+        return audio.feed(decoded)
+    return len(json.dumps(value).encode())
+
+
+class EventStreamDecoder:
+    """Server-sent events (text/event-stream) whose JSON data carries the payload at a JMESPath.
+
+    An event is its `data:` lines up to a blank line. The answer ends with `end_event` (named by
+    the event's `event:` field or its JSON's "type") or `data: [DONE]`; a stream that closes
+    before its end event was cut short, and says so. Comments, `id:` and `retry:` are skipped.
+    """
+
+    def __init__(self, field: Any, encoding: str, end_event: str | None):
+        self.field = field
+        self.encoding = encoding
+        self.end_event = end_event
+        self.buffer = bytearray()
+        self.data: list[bytes] = []
+        self.event = b""
+        self.ended = False
+        self.audio = WavSkipper()
+
+    @property
+    def wav_bytes_per_second(self) -> int | None:
+        return self.audio.wav_bytes_per_second
+
+    @property
+    def payload(self) -> bytearray:
+        return self.audio.payload
+
+    def feed(self, data: bytes) -> int:
+        self.buffer += data
+        total = 0
+        while (end := self.buffer.find(b"\n")) >= 0:
+            line = bytes(self.buffer[:end]).rstrip(b"\r")
+            del self.buffer[: end + 1]
+            total += self._line(line)
+        return total
+
+    def finish(self) -> int:
+        rest = bytes(self.buffer).rstrip(b"\r")
+        self.buffer.clear()
+        total = (self._line(rest) if rest else 0) + self._dispatch()
+        if self.end_event is not None and not self.ended:
+            raise DecodeError(f"the event stream ended before its {self.end_event!r} event")
+        return total + self.audio.finish()
+
+    def _line(self, line: bytes) -> int:
+        if not line:
+            return self._dispatch()
+        name, _, value = line.partition(b":")
+        value = value.removeprefix(b" ")
+        if name == b"data":
+            self.data.append(value)
+        elif name == b"event":
+            self.event = value
+        return 0
+
+    def _dispatch(self) -> int:
+        data, event = b"\n".join(self.data), self.event.decode(errors="replace")
+        self.data, self.event = [], b""
+        if self.ended or not data:
             return 0
-        if self.encoding == "base64":
-            if not isinstance(value, str):
-                raise DecodeError(f"{self.field.expression} is {type(value).__name__}, not base64")
-            try:
-                decoded = base64.b64decode(value, validate=True)
-            except binascii.Error as exc:
-                raise DecodeError(f"{self.field.expression} is not base64: {exc}") from None
-            return self.audio.feed(decoded)
-        return len(json.dumps(value).encode())
+        if data.strip() == b"[DONE]":
+            self.ended = True
+            return 0
+        document = parse_json(data)
+        kind = event or (document.get("type") if isinstance(document, dict) else None)
+        if self.end_event is not None and kind == self.end_event:
+            self.ended = True
+            return 0
+        return field_payload(document, self.field, self.encoding, self.audio)

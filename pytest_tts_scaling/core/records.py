@@ -55,6 +55,25 @@ class AudioFormat:
 
 
 @dataclass(frozen=True)
+class HttpRequest:
+    """The HTTP face of a request, as the scenario describes it.
+
+    `headers` hold their values (an API key, say) for sending only: records and artifacts name
+    headers, never their values.
+    """
+
+    method: str = "POST"
+    path: str = "/invocations"
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def sent_headers(self, defaults: dict[str, str]) -> dict[str, str]:
+        """The defaults, with the scenario's headers in place of those of the same name."""
+        ours = {name.lower() for name, _ in self.headers}
+        kept = {name: value for name, value in defaults.items() if name.lower() not in ours}
+        return {**kept, **dict(self.headers)}
+
+
+@dataclass(frozen=True)
 class RequestSpec:
     """What one request sends, how its answer carries the payload, and what records join on.
 
@@ -71,6 +90,7 @@ class RequestSpec:
     response: ResponseFormat | None = None
     component: str | None = None
     text: str | None = None
+    http: HttpRequest = field(default_factory=HttpRequest)
 
     @property
     def payload(self) -> bytes:

@@ -240,6 +240,10 @@ class QmaxArtifact(_Model):
     non_monotonic: list[int] = Field(default_factory=list)
     # What the answers at N=1 set for the audio checks (audio_short, audio_silent, audible time).
     audio_reference: AudioReferenceSummary | None = None
+    # Rungs the verdict rests on (the Q_max rung, the failure above it; with no Q_max the lowest)
+    # whose p95 interval still held the SLO after their extensions: the answer is inconclusive.
+    # Absent from artifacts written before it was kept (read as none).
+    inconclusive: list[int] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

@@ -33,6 +33,10 @@ from pytest_tts_scaling.core.verdicts import (
     word,
 )
 
+# Unusable rungs measured once more: the transient reasons, and a rung where nothing completed
+# (a server that sends each answer whole after seconds of silence is slow, not stopped; only a
+# second such rung blocks the rungs above). A gate-limited rung is the endpoint's own bound.
+REMEASURED = TRANSIENT_REASONS | {"nothing_completed"}
 # The ladder stops climbing after this many confirmed failures.
 FAILS_TO_STOP = 2
 # Above a failure that is confirmed but not clear (twice just above the SLO), concurrencies this
@@ -99,7 +103,7 @@ def next_step(
             continue
         stand = stands[rung.concurrency]
         once_unusable = any(e.startswith("unusable") for e in rung.earlier)
-        if stand == "unusable" and rung.unusable_reason in TRANSIENT_REASONS and not once_unusable:
+        if stand == "unusable" and rung.unusable_reason in REMEASURED and not once_unusable:
             return Step(rung.concurrency, "remeasure")
         if stand == "doubtful":
             return Step(rung.concurrency, "retest")

@@ -7,6 +7,7 @@ the policy's detection lag, which a forced scale-out bypasses and so must be add
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +37,8 @@ STAGE_ORDER: tuple[str, ...] = (
     "first_request_served",
     "traffic_recovered",
 )
+# How the container prefixes each startup marker line (its markers module writes them).
+MARKER_PREFIX = "TTS_MARKER "
 # A probe p95 within this factor of the ladder's p95 at the post-scale concurrency is recovered.
 RECOVERY_FACTOR = 1.25
 # Without a deployed policy to read: 10 s high-resolution period × 3 evaluation periods + a 30 s
@@ -77,6 +80,22 @@ def parse_iso(value: str) -> datetime:
     """
     parsed = datetime.fromisoformat(value)
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def marker_events(lines: list[tuple[float, str]]) -> list[Event]:
+    """The container's own startup markers, read from its output."""
+    events: list[Event] = []
+    for _, line in lines:
+        _, found, payload = line.partition(MARKER_PREFIX)
+        if not found:
+            continue
+        try:
+            marker = json.loads(payload)
+            at = parse_iso(marker["at"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        events.append(Event(marker["marker"], at, "container log marker"))
+    return events
 
 
 def assemble(events: Iterable[Event], expected: Sequence[str] = STAGE_ORDER) -> Timeline:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
-from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.schema import Interval, Rung
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
 
 # A closed loop whose time-weighted in-flight is more than this far below N did not hold N.
@@ -188,12 +188,12 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
     )
 
 
-def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> bool:
-    """True when the SLO lies between the goodput p95 interval's low end and the largest TTFAB
-    the interval reaches: more data could flip the verdict. An interval open above only for
-    want of samples, with nothing seen near the SLO, is not held longer."""
+def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> Interval | None:
+    """The goodput p95 interval when the SLO lies between its low end and the largest TTFAB it
+    reaches (more data could flip the verdict), else None. An interval open above only for want
+    of samples, with nothing seen near the SLO, is not held longer."""
     interval = quantile_ci(goodput_ttfab_ms(window, slo_ms))
-    return interval is not None and interval.low <= slo_ms <= interval.high
+    return interval if interval is not None and interval.low <= slo_ms <= interval.high else None
 
 
 def clearly_above(rung: Rung, slo_ms: float) -> bool:
@@ -250,6 +250,31 @@ def select_qmax(rungs: Sequence[Rung], slo_ms: float) -> tuple[int | None, bool]
         c > q_max and s == "fail" and clearly_above(r, slo_ms) for c, (r, s) in stands.items()
     )
     return q_max, bracketed
+
+
+def holds_slo(rung: Rung, slo_ms: float) -> bool:
+    """A judged rung whose p95 interval still contains the SLO: its pass or its latency failure
+    could turn the other way with more data (errors are not a matter of more data)."""
+    interval = rung.ttfab_p95_ci_ms
+    return (
+        rung.usable
+        and rung.fail_reason != "errors"
+        and interval is not None
+        and interval.low <= slo_ms <= interval.high
+    )
+
+
+def inconclusive_rungs(rungs: Sequence[Rung], q_max: int | None, slo_ms: float) -> list[int]:
+    """The rungs the verdict rests on whose p95 interval still holds the SLO after extensions.
+
+    The verdict rests on the Q_max rung (its pass) and the lowest usable rung above it (the
+    failure that caps it); with no Q_max, on the lowest usable rung (the failure at the bottom).
+    """
+    usable = sorted((r for r in rungs if r.usable), key=lambda r: r.concurrency)
+    floor = q_max or 0
+    resting = [r for r in usable if r.concurrency == q_max]
+    resting += [r for r in usable if r.concurrency > floor][:1]
+    return sorted({r.concurrency for r in resting if holds_slo(r, slo_ms)})
 
 
 def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:

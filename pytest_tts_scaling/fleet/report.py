@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_tts_scaling.core.arrivals import LATE_TOLERANCE_MS, achieved
 from pytest_tts_scaling.core.schema import Summary
 from pytest_tts_scaling.core.stats import summarize, time_weighted_in_flight
-from pytest_tts_scaling.fleet.arrivals import LATE_TOLERANCE_MS, achieved
 
 
 @dataclass(frozen=True)

@@ -265,8 +265,8 @@ def _run_master(
 ) -> LoadRun:
     import numpy as np
 
+    from pytest_tts_scaling.core.arrivals import share
     from pytest_tts_scaling.endpoints.local import free_port
-    from pytest_tts_scaling.fleet.arrivals import share
 
     port = bind_port or free_port()
     env = Environment(user_classes=[user_class(config)])

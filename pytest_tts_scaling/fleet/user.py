@@ -26,8 +26,8 @@ import gevent.event
 from locust import FastHttpUser, User, task
 from locust.exception import StopUser
 
+from pytest_tts_scaling.core.arrivals import Pacer
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
-from pytest_tts_scaling.fleet.arrivals import Pacer
 from pytest_tts_scaling.fleet.config import LoadConfig
 from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, error_outcome
 
@@ -209,7 +209,8 @@ def body_pieces(raw: Any) -> Iterator[bytes]:
 
 
 class HttpStreamUser(StreamingUser, FastHttpUser):
-    """POST /invocations over one keep-alive connection, the chunked body timed as it arrives."""
+    """POST /invocations (or the scenario's request) over one keep-alive connection, the body
+    timed as it arrives."""
 
     abstract = True
     concurrency = 1
@@ -217,16 +218,18 @@ class HttpStreamUser(StreamingUser, FastHttpUser):
     connection_timeout = 10.0
 
     def exchange(self, spec: RequestSpec, timer: StreamTimer) -> None:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "audio/*",
-            "Accept-Encoding": "identity",
-            "X-Request-Id": spec.request_id,
-        }
+        headers = spec.http.sent_headers(
+            {
+                "Content-Type": "application/json",
+                "Accept": "audio/*",
+                "Accept-Encoding": "identity",
+                "X-Request-Id": spec.request_id,
+            }
+        )
         timer.started()
         with self.client.request(
-            "POST",
-            "/invocations",
+            spec.http.method,
+            spec.http.path,
             data=spec.payload,  # type: ignore[arg-type]  # geventhttpclient sends bytes as they are
             headers=headers,
             stream=True,

@@ -285,6 +285,17 @@ class RungRun:
         return ended_between(self.records, self.window_start_ns, self.window_end_ns)
 
 
+@dataclass
+class WindowClock:
+    """Where a running rung's window stands, kept current by :func:`run_rung` for whoever
+    reports its progress: the window's end moves when it is extended or ended early, and
+    `draining` is set once nothing new is sent and the requests in flight are given time."""
+
+    end_ns: int = 0
+    draining: bool = False
+    drain_s: float = 0.0
+
+
 async def run_rung(
     transport: Transport,
     make_request: MakeRequest,
@@ -297,6 +308,7 @@ async def run_rung(
     should_end: ShouldEnd | None = None,
     stall_s: float | None = None,
     on_record: Callable[[RequestRecord], None] | None = None,
+    clock: WindowClock | None = None,
 ) -> RungRun:
     """Hold `concurrency` workers for `hold_s`; the last `measure_s` is the measured window.
 
@@ -304,8 +316,10 @@ async def run_rung(
     long as it asks and the window grows, at most `max_extensions` times. When `should_end`
     says the window so far decides the rung (from a third of the window on), the window ends
     there. With `stall_s`, an endpoint that answers nothing for that long ends the rung early
-    (see :class:`ClosedLoop`).
+    (see :class:`ClosedLoop`). `clock`, when given, follows the window (:class:`WindowClock`).
     """
+    clock = clock or WindowClock()
+    drain_s = DRAIN_S if stall_s is None else min(DRAIN_S, 2 * stall_s)
     with quiet_gc():
         loop = ClosedLoop(
             transport,
@@ -316,7 +330,7 @@ async def run_rung(
         )
         started = time.perf_counter_ns()
         window_start = started + int((hold_s - measure_s) * 1e9)
-        window_end = started + int(hold_s * 1e9)
+        window_end = clock.end_ns = started + int(hold_s * 1e9)
         extensions = 0
         ended_early = False
         earliest_end = window_start + int(EARLY_END_AFTER_SHARE * measure_s * 1e9)
@@ -336,7 +350,7 @@ async def run_rung(
                     if should_end is not None and now >= earliest_end:
                         ended_early = should_end(window_start, now)
                         if ended_early:
-                            window_end = now
+                            window_end = clock.end_ns = now
                             break
                     continue
                 if should_extend is None or extensions >= max_extensions:
@@ -347,8 +361,10 @@ async def run_rung(
                     break
                 extensions += 1
                 window_end += int(more_s * 1e9)
+                clock.end_ns = window_end
         finally:
-            await loop.stop(DRAIN_S if stall_s is None else min(DRAIN_S, 2 * stall_s))
+            clock.draining, clock.drain_s = True, drain_s
+            await loop.stop(drain_s)
     return RungRun(
         concurrency=concurrency,
         records=loop.records,

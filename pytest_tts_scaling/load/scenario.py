@@ -2,13 +2,21 @@
 file.
 
 A scenario names a text corpus and a length distribution (seeded), voices and how they are
-picked, the request body or a Jinja2 payload template, how the response carries its payload, and
-ladder, SLO and durations. Command-line options override what a scenario sets.
+picked, the request (method, path, headers, the body or a Jinja2 payload template), how the
+response carries its payload (raw audio, JSON, or server-sent events), and ladder, SLO and
+durations. Command-line options override what a scenario sets.
+
+Header values may name environment variables as `${NAME}`, read when the scenario is loaded, so
+keys stay out of files; artifacts name the headers sent, never their values.
 """
 
 from __future__ import annotations
 
+import importlib.resources
+import os
+import re
 import tomllib
+from collections.abc import Mapping
 from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Literal
@@ -18,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pytest_tts_scaling.artifacts import first_error
 from pytest_tts_scaling.core.decoding import ResponseFormat, compile_field
+from pytest_tts_scaling.core.records import HttpRequest
 from pytest_tts_scaling.errors import InputError
 
 
@@ -47,14 +56,27 @@ class VoiceSection(_Section):
     seed: int = 0
 
 
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+
+
 class RequestSection(_Section):
     speed: float = Field(default=1.0, ge=0.5, le=2.0)
     format: Literal["pcm", "wav"] = "pcm"
     template: str | None = None
-    response: Literal["audio", "json"] = "audio"
+    method: Literal["POST", "PUT"] = "POST"
+    path: str = Field(default="/invocations", pattern=r"^/[^\s]*$")
+    headers: dict[Annotated[str, Field(pattern=HEADER_NAME)], str] = Field(default_factory=dict)
+    # Sent only when every environment variable the value names is set (an optional key).
+    headers_when_set: dict[Annotated[str, Field(pattern=HEADER_NAME)], str] = Field(
+        default_factory=dict
+    )
+    response: Literal["audio", "json", "sse"] = "audio"
     response_field: str | None = None
     response_encoding: Literal["base64", "none"] = "base64"
     response_streamed: bool = True
+    # sse: the event that ends the answer (its `event:` name or its JSON's "type").
+    response_end_event: str | None = None
     sample_rate: int = Field(default=24000, ge=0)
 
     @field_validator("response_field")
@@ -117,15 +139,65 @@ class Scenario(_Section):
         if self.request.response == "audio":
             return ResponseFormat(kind="audio")
         return ResponseFormat(
-            kind="json",
+            kind=self.request.response,
             field=self.request.response_field,
             encoding=self.request.response_encoding,
             streamed=self.request.response_streamed,
+            end_event=self.request.response_end_event,
         )
+
+    def http_request(self, environ: Mapping[str, str] | None = None) -> HttpRequest:
+        """Method, path and headers, `${NAME}` read from the environment.
+
+        A header in `headers` whose variable is unset is an error naming both; one in
+        `headers_when_set` is left out.
+        """
+        environ = os.environ if environ is None else environ
+        request = self.request
+        headers: list[tuple[str, str]] = []
+        for table, required in (("headers", True), ("headers_when_set", False)):
+            for name, value in getattr(request, table).items():
+                missing = [v for v in ENV_REFERENCE.findall(value) if not environ.get(v)]
+                if missing and required:
+                    raise ScenarioError(
+                        f"{self.path}: field 'request.{table}.{name}': environment variable "
+                        f"{missing[0]} is not set; expected it set (or the header in "
+                        "request.headers_when_set)"
+                    )
+                if missing:
+                    continue
+                sent = ENV_REFERENCE.sub(lambda m: environ[m.group(1)], value)
+                if "\r" in sent or "\n" in sent:
+                    raise ScenarioError(
+                        f"{self.path}: field 'request.{table}.{name}': expected a value on one "
+                        "line (it, or a variable it names, holds a line break)"
+                    )
+                headers.append((name, sent))
+        return HttpRequest(method=request.method, path=request.path, headers=tuple(headers))
+
+    def request_summary(self, sent: HttpRequest) -> dict[str, object]:
+        """What artifacts keep of the request `sent`: header names, never values."""
+        return {
+            "method": sent.method,
+            "path": sent.path,
+            "headers": [name for name, _ in sent.headers],
+            "response": self.request.response,
+        }
+
+
+def shipped_folder() -> Path:
+    """The scenarios that ship with the plugin: the package `pytest_tts_scaling.scenarios` where
+    it is installed as one, else the checkout's top-level scenarios/."""
+    try:
+        return Path(str(importlib.resources.files("pytest_tts_scaling.scenarios")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def resolve(name_or_path: str, search: list[Path]) -> Path:
-    """A path as given, else `NAME.toml` in the first scenarios directory that has it."""
+    """A path as given, else `NAME.toml` in the first scenarios directory that has it, the
+    shipped scenarios last (so `--scenario openai-speech` works from any directory)."""
+    search = [*search, shipped_folder()]
     direct = Path(name_or_path)
     if direct.suffix == ".toml" or direct.exists():
         if not direct.is_file():
@@ -155,11 +227,12 @@ def load_scenario(path: Path) -> Scenario:
     except ValidationError as exc:
         raise ScenarioError(f"{path}: {first_error(exc)}") from None
     request = scenario.request
-    if request.response == "json" and request.response_field is None:
+    if request.response != "audio" and request.response_field is None:
         raise ScenarioError(
             f"{path}: field 'request.response_field': expected a JMESPath expression when "
-            'request.response is "json"'
+            f'request.response is "{request.response}"'
         )
+    scenario.http_request()  # an unset variable a header needs is said now, not mid-run
     for index, entry in enumerate(scenario.text.corpus):
         if not (path.parent / entry).is_file():
             raise ScenarioError(

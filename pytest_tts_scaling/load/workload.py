@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from pytest_tts_scaling.core.decoding import ResponseFormat
-from pytest_tts_scaling.core.records import AudioFormat, RequestSpec
+from pytest_tts_scaling.core.records import AudioFormat, HttpRequest, RequestSpec
 from pytest_tts_scaling.load.scenario import Scenario, template_environment
 from pytest_tts_scaling.options import DEFAULT_MODEL, RunOptions
 
@@ -74,6 +74,9 @@ class Workload:
     response: ResponseFormat | None = None
     audio: AudioFormat = field(default_factory=AudioFormat)
     component: str | None = None
+    http: HttpRequest = field(default_factory=HttpRequest)
+    # What artifacts keep of the scenario's request (header names, no values); None: the default.
+    request_summary: dict[str, object] | None = None
 
     @classmethod
     def default_for(cls, endpoint_kind: str) -> Workload:
@@ -104,6 +107,7 @@ class Workload:
             else corpus
         )
         request = scenario.request
+        http = scenario.http_request()
         template = None
         if request.template is not None:
             template = template_environment(folder).get_template(request.template)
@@ -119,6 +123,8 @@ class Workload:
             response=scenario.response_format(),
             audio=AudioFormat(sample_rate=request.sample_rate),
             component=component or scenario.endpoint.inference_component,
+            http=http,
+            request_summary=scenario.request_summary(http),
         )
 
     def voice_for(self, index: int) -> str:
@@ -161,6 +167,7 @@ class Workload:
             response=self.response,
             component=self.component,
             text=text,
+            http=self.http,
         )
 
 

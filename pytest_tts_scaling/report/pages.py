@@ -33,6 +33,7 @@ from pytest_tts_scaling.report.plots import (
     underrun_svg,
     waterfall_svg,
 )
+from pytest_tts_scaling.steps.qmax_words import doubt_line
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome
@@ -134,7 +135,11 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
             "ok" if artifact.complete else "bad",
         ),
     ]
-    notes = [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
+    doubt = doubt_line(artifact)
+    if doubt is not None:
+        trust.insert(0, Fact("answer settled", "no: INCONCLUSIVE", "warn"))
+    notes = [doubt.removeprefix("qmax: ")] if doubt is not None else []
+    notes += [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
     figures = (
         []
         if not rungs
@@ -161,12 +166,15 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         kind="qmax",
         subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
         headline=f"Q_max {artifact.q_max}" if found else "Q_max not found",
-        qualifier=("bracketed" if artifact.q_max_bracketed else "lower bound")
-        if found
-        else "no rung met the SLO"
-        if rungs
-        else "no rung measured",
-        state=("ok" if artifact.q_max_bracketed else "warn") if found else "bad",
+        qualifier=(
+            ("bracketed" if artifact.q_max_bracketed else "lower bound")
+            if found
+            else "no rung met the SLO"
+            if rungs
+            else "no rung measured"
+        )
+        + (", INCONCLUSIVE" if doubt is not None else ""),
+        state=("ok" if artifact.q_max_bracketed and doubt is None else "warn") if found else "bad",
         facts=facts,
         trust=trust,
         figures=figures,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -21,15 +22,22 @@ from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
-from pytest_tts_scaling.core.verdicts import falls_in_p95, select_qmax
+from pytest_tts_scaling.core.verdicts import falls_in_p95, inconclusive_rungs, select_qmax
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
-from pytest_tts_scaling.load.health import require_answer, silence_after
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_rung import Progress, iso_ns, measure_rung
+from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
+from pytest_tts_scaling.steps.qmax_rung import (
+    PROGRESS_EVERY_S,
+    Progress,
+    iso_ns,
+    measure_rung,
+    mmss,
+)
 from pytest_tts_scaling.steps.qmax_words import (
+    again_line,
     client_saturation_lines,
     progress_line,
     trust_lines,
@@ -120,6 +128,7 @@ def run_ladder(
         return workload.request(1, worker, seq)
 
     probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
+    progress(f"qmax: asking {endpoint.name} for one answer first (up to {probe_stall_s:.0f} s)")
     # A lone answer silent long enough to raise the stall bound is asked for again, warm.
     health = require_answer(
         endpoint,
@@ -184,6 +193,7 @@ def run_ladder(
                 "texts": len(workload.texts),
                 "voices": list(workload.voices),
                 "format": workload.format,
+                **({"request": workload.request_summary} if workload.request_summary else {}),
             },
             runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
             admission_bound=endpoint.queue_max_depth,
@@ -192,6 +202,7 @@ def run_ladder(
             host=host,
             non_monotonic=falls_in_p95(rungs),
             audio_reference=reference.summary() if reference is not None else None,
+            inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -206,9 +217,11 @@ def run_ladder(
         runs.append(rungs)
         while (step := _next(rungs, endpoint, settings)) is not None:
             concurrency = step.concurrency
-            if measured:
-                time.sleep(settings.gap_s)
             eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
+            if measured:
+                wait_gap(settings.gap_s, step, progress, eta_s)
+            if (again := again_line(step, rungs, eta_s(settings.hold_s))) is not None:
+                progress(again)
 
             rung, heard, reference = measure_rung(
                 endpoint,
@@ -258,6 +271,18 @@ def run_ladder(
     result = artifact(annotated, complete=True, stop_reason=None)
     save(result, path)
     return LadderResult(artifact=result, path=path, records_path=records_path)
+
+
+def wait_gap(gap_s: float, step: Step, progress: Progress, eta_s: Callable[[float], float]) -> None:
+    """--gap-s between rungs, with a line when it starts and every PROGRESS_EVERY_S in it."""
+    end = time.monotonic() + gap_s
+    while (left := end - time.monotonic()) > 0:
+        if left >= PROGRESS_EVERY_S / 2:
+            eta = mmss(eta_s(0.0) - gap_s + left)
+            progress(
+                f"qmax: gap, {left:.0f} s before N={step.concurrency} {step.phase}; run ETA {eta}"
+            )
+        time.sleep(min(left, PROGRESS_EVERY_S))
 
 
 def _eta_s(

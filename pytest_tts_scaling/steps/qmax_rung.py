@@ -30,12 +30,12 @@ from pytest_tts_scaling.core.verdicts import (
     unusable_reason,
 )
 from pytest_tts_scaling.endpoints.base import Endpoint
-from pytest_tts_scaling.load.engine import RungRun, ShouldEnd, ShouldExtend, run_rung
-from pytest_tts_scaling.load.health import learn_admission_bound
+from pytest_tts_scaling.load.engine import RungRun, ShouldEnd, ShouldExtend, WindowClock, run_rung
 from pytest_tts_scaling.load.host import load_average
 from pytest_tts_scaling.load.monitor import client_lag_bound_ms
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.qmax_health import learn_admission_bound
 
 # A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
 MAX_EXTENSIONS = 2
@@ -90,16 +90,43 @@ def measure_rung(
         return spec
 
     heard: list[RequestRecord] = []
+    clock = WindowClock()
+
+    def rest_s() -> float:
+        """The rung's time left: to its window's end, then the drain's bound."""
+        if not clock.end_ns:  # the engine has not started the load yet
+            return settings.hold_s
+        now = time.perf_counter_ns()
+        return max(0.001, (clock.end_ns - now) / 1e9 + (clock.drain_s if clock.draining else 0))
+
+    def extended(reason: str, more_s: float) -> None:
+        progress(
+            f"qmax N={concurrency} {step.phase}: window extended by {more_s:.0f} s ({reason}); "
+            f"run ETA {mmss(eta_s(rest_s() + more_s))}"
+        )
 
     async def report_progress() -> None:
+        """A line when the window opens and every PROGRESS_EVERY_S until the rung ends, through
+        its extensions and its drain (the task is cancelled when the rung returns)."""
         started = time.perf_counter_ns()
         warmup_s = settings.hold_s - settings.measure_s
         window_start_ns = started + int(warmup_s * 1e9)
-        for at in sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)}):
+        ticks = sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)})
+        at = ticks.pop(0)
+        while True:
             await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
             elapsed = (time.perf_counter_ns() - started) / 1e9
-            left = max(0.001, settings.hold_s - elapsed)
-            progress(live_line(step, settings, heard, window_start_ns, elapsed, eta_s(left)))
+            if clock.draining:
+                in_flight = len(inputs) - len(heard)
+                progress(drain_line(step, in_flight, clock.drain_s, eta_s(rest_s())))
+            else:
+                window_s = max(settings.measure_s, (clock.end_ns - window_start_ns) / 1e9)
+                progress(
+                    live_line(
+                        step, settings, heard, window_start_ns, elapsed, eta_s(rest_s()), window_s
+                    )
+                )
+            at = ticks.pop(0) if ticks else at + PROGRESS_EVERY_S
 
     async def measure() -> RungRun:
         async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
@@ -111,11 +138,12 @@ def measure_rung(
                     concurrency=concurrency,
                     hold_s=settings.hold_s,
                     measure_s=settings.measure_s,
-                    should_extend=extension_rule(settings.slo_ms, settings.measure_s),
+                    should_extend=extension_rule(settings.slo_ms, settings.measure_s, extended),
                     max_extensions=MOST_EXTENSIONS,
                     should_end=clear_failure_rule(concurrency, settings.slo_ms, heard),
                     stall_s=stall_s,
                     on_record=heard.append,
+                    clock=clock,
                 )
             finally:
                 ticker.cancel()
@@ -166,29 +194,41 @@ def _str(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def extension_rule(slo_ms: float, measure_s: float) -> ShouldExtend:
+def extension_rule(
+    slo_ms: float, measure_s: float, on_extend: Callable[[str, float], None] | None = None
+) -> ShouldExtend:
     """How much longer a rung's window must run, given the extensions so far (0: not at all).
 
     Too few completions for a p95 (MIN_COMPLETIONS) earn up to MAX_SAMPLE_EXTENSIONS
     extensions, so a slow or busy endpoint is judged on enough requests rather than on one: each
     as long as the rate seen so far needs to reach them (a quarter more, at least a quarter and
     at most one measure window). A p95 interval that contains the SLO earns up to
-    MAX_EXTENSIONS more measure windows.
+    MAX_EXTENSIONS more measure windows. `on_extend(reason, seconds)` hears each one granted.
     """
     granted = 0
 
-    def should_extend(window: list[RequestRecord], window_s: float) -> float:
+    def grant(reason: str, more_s: float) -> float:
         nonlocal granted
+        granted += 1
+        if on_extend is not None:
+            on_extend(reason, more_s)
+        return more_s
+
+    def should_extend(window: list[RequestRecord], window_s: float) -> float:
         completed = sum(1 for r in window if r.status == "ok")
         if completed < MIN_COMPLETIONS and granted < MAX_SAMPLE_EXTENSIONS:
-            granted += 1
+            reason = f"{completed} completed, a p95 needs {MIN_COMPLETIONS}"
             if completed == 0:
-                return measure_s
+                return grant(reason, measure_s)
             needed_s = SAMPLE_MARGIN * (MIN_COMPLETIONS - completed) * window_s / completed
-            return min(measure_s, max(SHORTEST_SAMPLE_EXTENSION * measure_s, needed_s))
-        if granted < MAX_EXTENSIONS and straddles_slo(window, slo_ms):
-            granted += 1
-            return measure_s
+            more_s = min(measure_s, max(SHORTEST_SAMPLE_EXTENSION * measure_s, needed_s))
+            return grant(reason, more_s)
+        if granted < MAX_EXTENSIONS and (interval := straddles_slo(window, slo_ms)) is not None:
+            reason = (
+                f"p95 interval {interval.low:.0f}-{interval.high:.0f} ms holds the SLO "
+                f"{slo_ms:g} ms"
+            )
+            return grant(reason, measure_s)
         return 0.0
 
     return should_extend
@@ -253,20 +293,32 @@ def live_line(
     window_start_ns: int,
     elapsed_s: float,
     eta_s: float,
+    window_s: float | None = None,
 ) -> str:
-    """One rung in progress: N, phase, p95 so far against the SLO, and the whole run's ETA."""
+    """One rung in progress: N, phase, p95 so far against the SLO, and the whole run's ETA.
+    `window_s`: the measure window as extended so far (--measure-s when not)."""
     warmup_s = settings.hold_s - settings.measure_s
+    window_s = window_s if window_s is not None else settings.measure_s
     in_window = [r for r in heard if r.start_ns >= window_start_ns]
     if elapsed_s < warmup_s - 0.05:
         phase = f"warm-up {elapsed_s:.0f}/{warmup_s:g} s"
     else:
-        phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{settings.measure_s:g} s"
+        extended = " (extended)" if window_s > settings.measure_s + 0.05 else ""
+        phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{round(window_s, 1):g} s{extended}"
     seen, where = (in_window, "in the window") if in_window else (heard, "in the warm-up")
     goodput = goodput_ttfab_ms(seen, settings.slo_ms)
     p95 = f"{float(np.percentile(goodput, 95)):.0f} ms {where}" if goodput else "n/a"
     return (
         f"qmax N={step.concurrency} {step.phase}: {phase}, p95 TTFAB so far {p95} "
         f"(SLO {settings.slo_ms:g} ms), {len(heard)} done; run ETA {mmss(eta_s)}"
+    )
+
+
+def drain_line(step: Step, in_flight: int, drain_s: float, eta_s: float) -> str:
+    """The window has closed; the requests still in flight are given time to finish."""
+    return (
+        f"qmax N={step.concurrency} {step.phase}: window closed, waiting up to {drain_s:.0f} s "
+        f"for {in_flight} request(s) in flight to finish; run ETA {mmss(eta_s)}"
     )
 
 

@@ -7,7 +7,7 @@ command, the scenario and the summary say the same thing.
 from __future__ import annotations
 
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
-from pytest_tts_scaling.core.search import schedule_estimate_s, worst_case_rungs
+from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
 from pytest_tts_scaling.core.verdicts import MAX_MEASUREMENTS
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
@@ -33,6 +33,8 @@ def client_saturation_lines(rungs: list[Rung]) -> list[str]:
 def trust_lines(a: QmaxArtifact) -> list[str]:
     """What makes the numbers less trustworthy than they look: a busy host, thin rungs, a fall."""
     lines: list[str] = []
+    if (doubt := doubt_line(a)) is not None:
+        lines.append(doubt)
     host = a.host
     loads = [r.load_avg_1m for r in a.rungs if r.load_avg_1m is not None]
     if host is not None and loads and max(loads) > host.cpu_count:
@@ -58,7 +60,37 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
 
 
 def verdict_words(a: QmaxArtifact) -> str:
-    """What the run found, in words that cannot contradict each other."""
+    """What the run found, in words that cannot contradict each other; INCONCLUSIVE when the
+    rungs it rests on still hold the SLO inside their p95 interval (:func:`doubt_line`)."""
+    words = _verdict(a)
+    return f"{words}, INCONCLUSIVE" if a.inconclusive else words
+
+
+def doubt_line(a: QmaxArtifact) -> str | None:
+    """Why the answer is inconclusive and what would settle it; None when it is not."""
+    by_c = {r.concurrency: r for r in a.rungs}
+    held = [by_c[c] for c in a.inconclusive if c in by_c]
+    if not held:
+        return None
+    parts = []
+    for rung in held:
+        interval = rung.ttfab_p95_ci_ms
+        assert interval is not None  # inconclusive_rungs keeps only rungs with an interval
+        verdict = "pass" if rung.meets_slo else "failure"
+        parts.append(
+            f"N={rung.concurrency}'s {verdict} (p95 interval {interval.low:.0f}-"
+            f"{interval.high:.0f} ms, after {rung.extensions} extension(s))"
+        )
+    measure = a.settings.get("measure_s")
+    now = f" (this run: {measure:g} s)" if isinstance(measure, int | float) else ""
+    verb = "holds" if len(parts) == 1 else "hold"
+    return (
+        f"qmax: INCONCLUSIVE: {'; '.join(parts)} still {verb} the SLO {a.slo_ms:g} ms: a longer "
+        f"--measure-s{now} or a quieter host would settle it"
+    )
+
+
+def _verdict(a: QmaxArtifact) -> str:
     failing = [r for r in a.rungs if r.usable and not r.meets_slo]
     if a.q_max is None:
         if failing and all(r.fail_reason == "errors" for r in failing):
@@ -146,6 +178,21 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
         "rungs after the first failure; the ladder stops after two failing rungs"
     )
     return lines
+
+
+def again_line(step: Step, rungs: list[Rung], eta_s: float) -> str | None:
+    """Before a concurrency is measured again: why (unusable, or a doubtful failure)."""
+    earlier = next((r for r in rungs if r.concurrency == step.concurrency), None)
+    if earlier is None:
+        return None
+    if not earlier.usable:
+        why = f"it was unusable ({earlier.unusable_reason}), so it is measured again"
+    else:
+        why = (
+            f"its failure ({earlier.fail_reason}) was doubtful, so it is re-tested before it caps "
+            "Q_max"
+        )
+    return f"qmax N={step.concurrency} {step.phase}: {why}; run ETA {mmss(eta_s)}"
 
 
 def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) -> str:

@@ -1,7 +1,7 @@
 """The ttotal step: pick the scale timer for the endpoint's kind, then write the artifact.
 
-Above both timers, so the local one (scaletimer) and the SageMaker one (aws/scaleout, which reuses
-the local one's marker parsing and artifact builder) do not import each other.
+Both timers (`ttotal_local`, `ttotal_sagemaker`) are a `ScaleTimer` (`ttotal_timer`), sharing its
+comparability rule and artifact builder and never importing each other.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
 from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, ttotal_filename
 from pytest_tts_scaling.endpoints.base import Endpoint
-from pytest_tts_scaling.endpoints.local_scaleout import TRIGGER, measure_local_ttotal
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.steps.ttotal_timer import TRIGGER, ScaleTimer
 
 
 def require_qmax_artifact(settings: ResolvedOptions) -> Path:
@@ -34,21 +34,27 @@ def run_ttotal(
 ) -> tuple[TtotalArtifact, Path]:
     """Measure T_total on the endpoint the options name and write the artifact."""
     qmax = load(require_qmax_artifact(settings), QmaxArtifact)
-    if endpoint.kind == "sagemaker":
-        from pytest_tts_scaling.aws.scaleout import measure_sagemaker_ttotal
-
-        artifact = measure_sagemaker_ttotal(endpoint, qmax, settings, progress=progress)
-    elif endpoint.kind == "local":
-        artifact = measure_local_ttotal(endpoint, qmax, settings, progress=progress)
-    else:
-        raise InputError(
-            f"ttotal needs an endpoint it can scale out: the local default or --endpoint NAME; "
-            f"{endpoint.name} is a plain URL"
-        )
+    artifact = timer_for(endpoint)(endpoint, qmax, settings, progress=progress)
     path = settings.run.artifacts_dir / ttotal_filename(artifact.model, TRIGGER, artifact.slug)
     for line in kept_lines(save_keeping(artifact, path)):
         progress(f"ttotal: {line}")
     return artifact, path
+
+
+def timer_for(endpoint: Endpoint) -> ScaleTimer:
+    """The scale timer for the endpoint's kind; a plain URL has nothing to scale out."""
+    if endpoint.kind == "sagemaker":
+        from pytest_tts_scaling.steps.ttotal_sagemaker import measure_sagemaker_ttotal
+
+        return measure_sagemaker_ttotal
+    if endpoint.kind == "local":
+        from pytest_tts_scaling.steps.ttotal_local import measure_local_ttotal
+
+        return measure_local_ttotal
+    raise InputError(
+        f"ttotal needs an endpoint it can scale out: the local default or --endpoint NAME; "
+        f"{endpoint.name} is a plain URL"
+    )
 
 
 def summary_lines(artifact: TtotalArtifact, path: Path) -> list[str]:

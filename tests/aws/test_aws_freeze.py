@@ -6,6 +6,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -372,3 +373,92 @@ def test_a_terminal_status_ends_the_wait_at_once(fake_clock: FakeClock, final: s
         )
     assert sum(fake_clock.sleeps) <= 15  # not the 30-minute bound
     assert sagemaker.updates == []
+
+
+class RaisingTarget:
+    """Application Auto Scaling and SageMaker together, as a re-registration races a restore:
+    limits registered above the desired count make the service raise the count itself, one
+    DescribeEndpoint later than the registration returns (Updating for two more), and an
+    UpdateEndpointWeightsAndCapacities sent before that update has finished is refused."""
+
+    def __init__(self) -> None:
+        self.desired = 1
+        self.target = {"ResourceId": "endpoint/speech-x/variant/AllTraffic", "MinCapacity": 1}
+        self.target |= {"MaxCapacity": 1, "SuspendedState": dict.fromkeys(ALL_TRUE, True)}
+        self.pending: list[str] = []
+        self.updates: list[int] = []
+
+    def describe_scalable_targets(self, **kwargs: object) -> dict[str, object]:
+        return {"ScalableTargets": [dict(self.target)]}
+
+    def register_scalable_target(self, **kwargs: Any) -> None:
+        self.target |= {k: kwargs[k] for k in ("MinCapacity", "MaxCapacity", "SuspendedState")}
+        if kwargs["MinCapacity"] > self.desired:
+            self.pending = ["InService", "Updating", "Updating"]
+
+    def describe_endpoint(self, EndpointName: str) -> dict[str, object]:
+        status = self.pending.pop(0) if self.pending else "InService"
+        if status == "Updating" and not self.pending:
+            self.desired = int(self.target["MinCapacity"])  # type: ignore[call-overload]
+        return {
+            "EndpointName": EndpointName,
+            "EndpointStatus": status,
+            "ProductionVariants": [
+                {
+                    "VariantName": "AllTraffic",
+                    "CurrentInstanceCount": self.desired,
+                    "DesiredInstanceCount": self.desired,
+                }
+            ],
+        }
+
+    def update_endpoint_weights_and_capacities(self, **kwargs: Any) -> None:
+        if self.pending:
+            raise RuntimeError("ValidationException: Cannot update in-progress endpoint")
+        self.updates.append(kwargs["DesiredWeightsAndCapacities"][0]["DesiredInstanceCount"])
+
+
+def test_restore_waits_for_the_raise_a_registration_starts(fake_clock: FakeClock) -> None:
+    from pytest_tts_scaling.aws.snapshot import TargetSnapshot
+
+    fake = RaisingTarget()
+    clients = AwsClients(clock=fake_clock.clock())
+    clients._clients |= {"sagemaker": fake, "application-autoscaling": fake}
+    snapshot = _pinned_snapshot().model_copy(
+        update={
+            "target": TargetSnapshot(
+                resource_id="endpoint/speech-x/variant/AllTraffic",
+                min_capacity=2,
+                max_capacity=4,
+                suspended_state=dict.fromkeys(ALL_FALSE, False),
+            )
+        }
+    )
+    lines = restore(clients, snapshot, log=print, poll_s=15)
+    assert fake.updates == [3]  # sent once the service's own raise to 2 had finished
+    assert fake_clock.sleeps == [15, 15]
+    assert lines[-1] == "speech-x/AllTraffic: desired instance count 2 -> 3"
+
+
+def test_a_registration_that_moves_nothing_is_waited_for_only_its_grace(
+    fake_clock: FakeClock,
+) -> None:
+    from pytest_tts_scaling.aws.snapshot import TargetSnapshot
+
+    fake = RaisingTarget()
+    fake.register_scalable_target = lambda **kwargs: None  # type: ignore[method-assign]
+    clients = AwsClients(clock=fake_clock.clock())
+    clients._clients |= {"sagemaker": fake, "application-autoscaling": fake}
+    snapshot = _pinned_snapshot().model_copy(
+        update={
+            "target": TargetSnapshot(
+                resource_id="endpoint/speech-x/variant/AllTraffic",
+                min_capacity=2,
+                max_capacity=4,
+                suspended_state=dict.fromkeys(ALL_TRUE, True),
+            )
+        }
+    )
+    restore(clients, snapshot, log=print, poll_s=15, grace_s=60)
+    assert fake.updates == [3]
+    assert sum(fake_clock.sleeps) == 60

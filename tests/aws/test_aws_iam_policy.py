@@ -1,112 +1,140 @@
-"""The IAM policy docs/iam.md gives tts-bench is exactly what the code calls.
+"""The IAM policies under infra/iam/ are derived from the code, not kept by hand.
 
-Two views of "what the code calls": every boto3 operation named in `pytest_tts_scaling`'s
-source (a call on a SageMaker, Application Auto Scaling, CloudWatch, CloudWatch Logs or runtime
-client, or a paginator by name), and the operations a freeze, thaw, drift, validate and
-CloudWatch join actually make against moto. The second must be inside the first, and the
-page's actions must equal the first: nothing missing, nothing spare.
+What the code needs is every AWS operation written in the source (tests/aws/aws_calls.py reads
+it) mapped to IAM actions: the operation's own name, except for the few operations of
+infra/iam/operation-actions.json, which say why (the response stream needs
+sagemaker:InvokeEndpoint). measurement.json must grant exactly what pytest_tts_scaling calls,
+runtime.json exactly what its data-plane calls (sagemaker-runtime) need; a freeze, thaw, drift,
+validate and CloudWatch join on moto stay inside them. Every ARN names the partition as
+`${AWS::Partition}`, never `aws`.
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 from pathlib import Path
+from typing import Any
 
-import botocore.session
-from botocore import xform_name
 from botocore.client import BaseClient
 
 from pytest_tts_scaling.aws.clients import AwsClients
+from tests.aws.aws_calls import ROOT, SERVICES, CallSite, call_sites
 from tests.aws.aws_helpers import deploy, make_plan, record_operations, unique
 from tests.factories import make_rung
 
-ROOT = Path(__file__).resolve().parents[2]
+IAM = ROOT / "infra" / "iam"
 PACKAGE = ROOT / "pytest_tts_scaling"
-# botocore service -> IAM action prefix; the variable names the code gives each client.
-SERVICES = {
-    "sagemaker": "sagemaker",
-    "sagemaker-runtime": "sagemaker",
-    "application-autoscaling": "application-autoscaling",
-    "cloudwatch": "cloudwatch",
-    "logs": "logs",
-}
-RECEIVERS = {"sagemaker", "autoscaling", "cloudwatch", "logs", "client"}
-PAGINATORS = {"get_paginator", "_paginate"}
-# Not in botocore: the HTTP/2 SDK's one operation (aws-sdk-sagemaker-runtime-http2).
-HTTP2_OPERATIONS = {
-    "invoke_endpoint_with_bidirectional_stream": "sagemaker:InvokeEndpointWithBidirectionalStream"
-}
+RUNTIME_SERVICES = {"sagemaker-runtime", "sagemaker-runtime-http2"}
 
 
-def _operations() -> dict[str, set[str]]:
-    session = botocore.session.get_session()
-    by_name: dict[str, set[str]] = {}
-    for service, prefix in SERVICES.items():
-        for operation in session.get_service_model(service).operation_names:
-            by_name.setdefault(xform_name(operation), set()).add(f"{prefix}:{operation}")
-    for name, action in HTTP2_OPERATIONS.items():
-        by_name.setdefault(name, set()).add(action)
-    return by_name
+def policy(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((IAM / f"{name}.json").read_text(encoding="utf-8"))
+    return loaded
 
 
-def actions_in_code() -> set[str]:
-    """IAM actions of every AWS call written in the package's source."""
-    operations = _operations()
-    found: set[str] = set()
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call):
-                continue
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else ast.unparse(func)
-            if called in PAGINATORS:  # by name: get_paginator("op"), _paginate(client, "op")
-                for arg in node.args:
-                    if isinstance(arg, ast.Constant) and arg.value in operations:
-                        found |= operations[arg.value]
-            if isinstance(func, ast.Attribute) and func.attr in operations:
-                receiver = ast.unparse(func.value).split(".")[-1]
-                if receiver in RECEIVERS:
-                    found |= operations[func.attr]
-    return found
+def differing() -> dict[str, list[str]]:
+    table = json.loads((IAM / "operation-actions.json").read_text(encoding="utf-8"))
+    return {key: row["actions"] for key, row in table["operations"].items()}
 
 
-def readme_policy() -> dict[str, object]:
-    text = (ROOT / "docs" / "iam.md").read_text(encoding="utf-8")
-    section = text.split("\n## tts-bench\n", 1)[1]
-    (block,) = re.findall(r"```json\n(.*?)```", section.split("\n## ", 1)[0], re.S)
-    policy = json.loads(block)
-    assert isinstance(policy, dict)
-    return policy
+def actions_of(sites: list[CallSite]) -> set[str]:
+    """The IAM actions the call sites need."""
+    table = differing()
+    prefix = {**SERVICES, "sagemaker-runtime-http2": "sagemaker"}
+    needed: set[str] = set()
+    for site in sites:
+        key = f"{site.service}:{site.operation}"
+        needed |= set(table.get(key, [f"{prefix[site.service]}:{site.operation}"]))
+    return needed
 
 
-def readme_actions() -> set[str]:
-    statements = readme_policy()["Statement"]
-    assert isinstance(statements, list)
+def granted(name: str) -> set[str]:
     actions: set[str] = set()
-    for statement in statements:
+    for statement in policy(name)["Statement"]:
         assert statement["Effect"] == "Allow"
         assert statement["Sid"]
-        actions |= set(statement["Action"])
+        action = statement["Action"]
+        actions |= {action} if isinstance(action, str) else set(action)
     return actions
 
 
-def test_the_readme_policy_grants_exactly_what_the_code_calls() -> None:
-    code, readme = actions_in_code(), readme_actions()
-    assert code - readme == set(), f"called but not granted: {sorted(code - readme)}"
-    assert readme - code == set(), f"granted but never called: {sorted(readme - code)}"
-    assert not any("*" in action for action in readme)
+def package_sites() -> list[CallSite]:
+    return [s for s in call_sites() if (ROOT / s.path).is_relative_to(PACKAGE)]
 
 
-def test_only_reads_are_granted_on_every_resource() -> None:
-    for statement in readme_policy()["Statement"]:  # type: ignore[attr-defined]
+def test_the_measurement_policy_grants_exactly_what_the_package_calls() -> None:
+    code, policy_actions = actions_of(package_sites()), granted("measurement")
+    assert code - policy_actions == set(), (
+        f"called but not granted: {sorted(code - policy_actions)}"
+    )
+    assert policy_actions - code == set(), f"granted, never called: {sorted(policy_actions - code)}"
+    assert not any("*" in action for action in policy_actions)
+
+
+def test_the_runtime_policy_grants_exactly_what_invoking_needs() -> None:
+    sites = [s for s in package_sites() if s.service in RUNTIME_SERVICES]
+    assert {s.operation for s in sites} == {
+        "InvokeEndpointWithResponseStream",
+        "InvokeEndpointWithBidirectionalStream",
+    }
+    assert granted("runtime") == actions_of(sites)
+
+
+def test_a_response_stream_is_granted_invoke_endpoint_as_well() -> None:
+    """The finding that started this: the stream alone would be denied."""
+    for name in ("measurement", "runtime"):
+        assert "sagemaker:InvokeEndpoint" in granted(name), name
+
+
+def test_every_table_row_is_an_operation_the_code_calls_and_says_why() -> None:
+    called = {f"{s.service}:{s.operation}" for s in call_sites()}
+    table = json.loads((IAM / "operation-actions.json").read_text(encoding="utf-8"))
+    for key, row in table["operations"].items():
+        assert key in called, key
+        assert len(row["why"].split()) >= 8, key
+
+
+def test_every_arn_names_the_partition_by_placeholder() -> None:
+    for path in sorted(IAM.glob("*.json")):
+        text = path.read_text(encoding="utf-8")
+        assert "arn:aws:" not in text, path.name
+        for value in _resources(json.loads(text)):
+            assert value == "*" or value.startswith("arn:${AWS::Partition}:"), (path.name, value)
+
+
+def _resources(document: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for statement in document.get("Statement", []):
+        resource = statement["Resource"]
+        out += [resource] if isinstance(resource, str) else resource
+    return out
+
+
+def test_only_reads_without_a_resource_type_are_granted_on_every_resource() -> None:
+    for statement in policy("measurement")["Statement"]:
+        actions = statement["Action"]
+        actions = [actions] if isinstance(actions, str) else actions
         if statement["Resource"] == "*":
-            verbs = {action.split(":", 1)[1] for action in statement["Action"]}
-            assert all(
-                verb.startswith(("Describe", "Get", "List")) or verb == "RegisterScalableTarget"
-                for verb in verbs
-            ), statement
+            verbs = {action.split(":", 1)[1] for action in actions}
+            assert all(verb.startswith(("Describe", "Get", "List")) for verb in verbs), statement
+
+
+def test_scaling_targets_and_inference_components_are_scoped() -> None:
+    statements = policy("measurement")["Statement"]
+    (register,) = [
+        s for s in statements if "application-autoscaling:RegisterScalableTarget" in s["Action"]
+    ]
+    assert register["Resource"].endswith(":application-autoscaling:*:*:scalable-target/*")
+    assert register["Condition"]["StringEquals"]["application-autoscaling:service-namespace"] == (
+        "sagemaker"
+    )
+    for statement in statements:
+        actions = statement["Action"]
+        if any("InferenceComponent" in a for a in actions):
+            components = [r for r in statement["Resource"] if ":inference-component/" in r]
+            assert components == [
+                "arn:${AWS::Partition}:sagemaker:*:*:inference-component/speech-*"
+            ]
 
 
 def test_what_a_run_calls_on_moto_is_in_the_policy(clients: AwsClients, tmp_path: Path) -> None:
@@ -136,19 +164,13 @@ def test_what_a_run_calls_on_moto_is_in_the_policy(clients: AwsClients, tmp_path
     annotate_rungs(
         clients.cloudwatch, [rung], endpoint=d.endpoint, variant="AllTraffic", clock=clients.clock
     )
-    prefix = {
-        "sagemaker": "sagemaker",
-        "application-autoscaling": "application-autoscaling",
-        "cloudwatch": "cloudwatch",
-        "logs": "logs",
-    }
     called = {
-        f"{prefix[c.meta.service_model.service_name]}:{name}"
+        f"{SERVICES[c.meta.service_model.service_name]}:{name}"
         for c, name in seen_by_client(clients, seen)
     }
     assert {"sagemaker:AddTags", "application-autoscaling:RegisterScalableTarget"} <= called
-    assert called <= actions_in_code(), sorted(called - actions_in_code())
-    assert called <= readme_actions()
+    assert called <= actions_of(package_sites()), sorted(called - actions_of(package_sites()))
+    assert called <= granted("measurement")
 
 
 def seen_by_client(clients: AwsClients, names: list[str]) -> list[tuple[BaseClient, str]]:

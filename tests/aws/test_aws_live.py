@@ -28,10 +28,11 @@ from pytest_tts_scaling.aws import live as aws_live
 from pytest_tts_scaling.aws.clients import AwsClients, Clock
 from pytest_tts_scaling.aws.live import Activity, CountSample, Datapoint, DeployedFleet
 from pytest_tts_scaling.aws.scaling import ScalingScope
+from pytest_tts_scaling.core import live
 from pytest_tts_scaling.core.autoscaler import Policy
 from pytest_tts_scaling.core.schema import PlanArtifact
-from pytest_tts_scaling.fleet import live
 from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.steps import validate_live
 from tests.aws.aws_helpers import FakeClock, deploy, make_plan, put_concurrency, unique
 from tests.aws.eventstream_server import Script, event_stream_server, payload_part
 
@@ -130,12 +131,11 @@ def stubbed_autoscaling(
 def test_activities_are_paged_filtered_to_the_run_and_oldest_first() -> None:
     client, stubber = stubbed_autoscaling(
         [
-            # Newest first, as the service answers.
             [activity(900, 2, end_s=905), activity(500, 3, "InProgress")],
             [
                 activity(400, 4, "Failed"),  # changed nothing
                 activity(120, 3, end_s=400),
-                activity(-60, 2, end_s=-30),  # before the run: paging stops here
+                activity(-60, 2, end_s=-30),  # before the run
             ],
         ]
     )
@@ -147,13 +147,39 @@ def test_activities_are_paged_filtered_to_the_run_and_oldest_first() -> None:
     ]
 
 
-def test_paging_stops_at_the_first_page_that_reaches_before_the_run() -> None:
-    # The page says more follow, but only it is stubbed: a second request would fail.
+def test_every_page_is_read_whatever_order_the_activities_come_in() -> None:
+    # Oldest first, and an activity from before the run on the first page: the run's own
+    # activities on the pages after it still count (the API documents no order).
     client, stubber = stubbed_autoscaling(
-        [[activity(30, 3, end_s=200), activity(-5, 2)]], more=True
+        [
+            [activity(-5, 2), activity(30, 3, end_s=200)],
+            [activity(-300, 1, end_s=-250)],
+            [activity(45, 4, end_s=300)],
+        ]
     )
-    assert [a.desired for a in aws_live.scaling_activities(client, SCOPE, at(0), at(60))] == [3]
+    assert [a.desired for a in aws_live.scaling_activities(client, SCOPE, at(0), at(60))] == [
+        3,
+        4,
+    ]
     stubber.assert_no_pending_responses()
+
+
+def test_an_activity_whose_description_names_no_count_takes_it_from_the_polls() -> None:
+    odd = activity(120, 9, end_s=340) | {"Description": "Scaling out the variant."}
+    client, _ = stubbed_autoscaling([[odd]])
+    lines: list[str] = []
+    found = aws_live.scaling_activities(client, SCOPE, at(0), at(600), log=lines.append)
+    assert found == [Activity(ns(120), ns(340), None, "Successful")]
+    assert lines == [
+        "1 scaling activity name no count ('Scaling out the variant.'): the count is read "
+        "from DescribeEndpoint's DesiredInstanceCount polled after it began"
+    ]
+    samples = [CountSample(ns(0), 2, 2), CountSample(ns(100), 2, 2), CountSample(ns(150), 2, 3)]
+    events = aws_live.fleet_events(found, samples)
+    assert [(e.kind, e.at_ns, e.serving) for e in events] == [
+        ("out", ns(120), 2),
+        ("first_served", ns(340), 3),
+    ]
 
 
 # --- the mapping into the local fleet's shapes (fake clock) ---------------------------------
@@ -259,6 +285,52 @@ def test_a_run_that_starts_mid_period_reads_the_period_it_starts_in(clients: Aws
     assert dispatch.in_flight_before == 1.0
 
 
+def test_a_run_read_after_three_hours_is_read_at_the_period_cloudwatch_still_holds() -> None:
+    """10 s datapoints are kept for 3 hours: a run read 4 hours later asks for 60 s periods,
+    as the rungs' join does, and each reading covers its whole minute."""
+    client = boto3.client(
+        "cloudwatch",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        endpoint_url="http://127.0.0.1:9",
+    )
+    start, end = at(15), at(15 + 300)
+    points = [{"Timestamp": at(60 * i), "Maximum": float(i + 1)} for i in range(6)]
+    stubber = Stubber(client)
+    stubber.add_response(
+        "get_metric_statistics",
+        {"Datapoints": points},
+        {
+            "Namespace": "AWS/SageMaker",
+            "MetricName": "ConcurrentRequestsPerModel",
+            "Dimensions": SCOPE.metric_dimensions,
+            "StartTime": at(0),
+            "EndTime": end,
+            "Period": 60,
+            "Statistics": ["Maximum"],
+        },
+    )
+    lines: list[str] = []
+    with stubber:
+        read = aws_live.concurrency_maxima(
+            client,
+            SCOPE,
+            start,
+            end,
+            clock=FakeClock(start=at(4 * 3600)).clock(),
+            log=lines.append,
+        )
+    assert [p.period_s for p in read] == [60] * 6
+    assert lines == [
+        "CloudWatch keeps 10 s datapoints for 3 h only: ConcurrentRequestsPerModel is read at 60 s"
+    ]
+    (late,) = aws_live.dispatches(
+        [{"epoch_start_ns": ns(100), "status": "ok"}], read, "speech-live/AllTraffic"
+    )
+    assert late.in_flight_before == 2.0  # 40 s into the minute that starts at 60 s
+
+
 def test_concurrency_maxima_wait_bounded_for_the_metric_to_cover_the_run(
     clients: AwsClients, fake_clock: FakeClock
 ) -> None:
@@ -308,15 +380,13 @@ def test_the_deployed_replay_end_to_end_on_the_stand_in_and_moto(
     """plan from the artifacts dir -> trace load on the endpoint -> the fleet read back -> the
     records the checks take, with the readings written beside them. The plan's own pace would
     take the better part of an hour, so its traffic is swapped for a compressed one here."""
-    from pytest_tts_scaling.fleet import rehearsal
-
     artifacts = tmp_path / "reports"
     shutil.copytree(EXAMPLES, artifacts, ignore=shutil.ignore_patterns("*.png"))
-    outcome = aws_live.deployed_plan(RunOptions(artifacts_dir=artifacts), lambda line: None)
+    outcome = validate_live.deployed_plan(RunOptions(artifacts_dir=artifacts), lambda line: None)
     assert outcome.artifact == load(artifacts / "plan-kokoro-82m.json", PlanArtifact)
     deployed = deploy(unique(), instances=2, metric_data=False)
     small = small_story()
-    monkeypatch.setattr(rehearsal, "traffic_for", lambda outcome, time_scale: small)
+    monkeypatch.setattr(validate_live, "traffic_for", lambda outcome, time_scale: small)
     # On the clock's 10 s periods, as CloudWatch holds a high-resolution metric.
     now = datetime.fromtimestamp(time.time() // 10 * 10, UTC)
     put_concurrency(
@@ -331,7 +401,7 @@ def test_the_deployed_replay_end_to_end_on_the_stand_in_and_moto(
     with event_stream_server() as server:
         server.scripts[deployed.endpoint] = Script(messages=[(0.02, payload_part(PCM))])
         monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", server.url)
-        run = aws_live.replay_deployed(
+        run = validate_live.replay_deployed(
             outcome, tmp_path, lines.append, clients=clients, endpoint=deployed.endpoint
         )
     stubber.assert_no_pending_responses()
@@ -374,7 +444,7 @@ def test_a_plain_url_fails_in_one_line_saying_why(scenario: pytest.Pytester) -> 
     result = run_scenario(scenario, "--endpoint-url", "http://127.0.0.1:9")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live --endpoint-url: a plain URL has no scaling activity or per-instance*"]
+        ["*validate_live: error: --endpoint-url: a plain URL has no scaling activity*"]
     )
     assert "Traceback" not in result.stdout.str()
 
@@ -385,7 +455,7 @@ def test_the_endpoint_path_reads_the_plan_from_the_artifacts_dir(
     result = run_scenario(scenario, "--endpoint", "speech-kokoro-82m")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live: no plan at reports/plan-kokoro-82m.json: expected the deployed*"]
+        ["*validate_live: error: no plan at reports/plan-kokoro-82m.json: expected the deployed*"]
     )
     # A plan without the qmax and ttotal artifacts it was computed from: no curve, no policy.
     reports = scenario.path / "reports"
@@ -395,5 +465,5 @@ def test_the_endpoint_path_reads_the_plan_from_the_artifacts_dir(
     result = run_scenario(scenario, "--endpoint", "speech-kokoro-82m")
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["*validate_live: reports/plan-kokoro-82m.json: the simulated surge and the measured*"]
+        ["*validate_live: error: reports/plan-kokoro-82m.json: the simulated surge and*"]
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from speech_infra.registry import REGISTRY
 from speech_infra.settings import AppSettings
 
 from pytest_tts_scaling.errors import ArtifactError
+from tests.aws.aws_calls import call_sites
 from tests.infra.infra_helpers import (
     IMAGE_URI,
     MODEL,
@@ -25,6 +27,7 @@ from tests.infra.infra_helpers import (
     statements,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 HIGH_RES_CONCURRENCY = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 SCALING_KINDS = (
     "AWS::ApplicationAutoScaling::ScalableTarget",
@@ -169,6 +172,34 @@ def test_invocation_role_invokes_only_the_speech_endpoints(no_plan: Synth) -> No
     ]
 
 
+def _statements_by_sid(document: dict[str, Any]) -> dict[str, tuple[object, ...]]:
+    out: dict[str, tuple[object, ...]] = {}
+    for statement in document["Statement"]:
+        targets = statement["Resource"]
+        targets = targets if isinstance(targets, list) else [targets]
+        out[statement["Sid"]] = (
+            statement["Effect"],
+            sorted(actions_of(statement)),
+            sorted(flatten(t) for t in targets),
+            json.dumps(statement.get("Condition"), sort_keys=True),
+        )
+    return out
+
+
+def test_the_measurement_policy_is_deployed_in_the_stacks_partition(no_plan: Synth) -> None:
+    """infra/iam/measurement.json as a managed policy, its `${AWS::Partition}` the stack's own
+    (a Ref, not the text `aws`), its ARN an output to attach it by."""
+    (managed,) = resources(no_plan.foundation, "AWS::IAM::ManagedPolicy").values()
+    document = managed["Properties"]["PolicyDocument"]
+    assert "arn:aws:" not in json.dumps(document)
+    assert {"Ref": "AWS::Partition"} in json.loads(
+        json.dumps(document["Statement"][0]["Resource"][0])
+    )["Fn::Join"][1]
+    expected = json.loads((ROOT / "infra" / "iam" / "measurement.json").read_text())
+    assert _statements_by_sid(document) == _statements_by_sid(expected)
+    assert "MeasurementPolicyArn" in no_plan.foundation.to_json()["Outputs"]
+
+
 # --- model cache ----------------------------------------------------------------------------
 
 
@@ -198,6 +229,28 @@ def test_one_sync_per_model_keyed_on_its_revision(no_plan: Synth) -> None:
     assert flatten(props["S3Uri"]).endswith(f"/models/{MODEL}/{config.hf_revision}/")
 
 
+def test_the_sync_fits_inside_the_custom_resources_explicit_timeout(no_plan: Synth) -> None:
+    """CloudFormation waits at most ServiceTimeout (1..3600 s, an hour when unset) for the
+    resource: the build and the provider's wait for it both end before that."""
+    timeouts = {
+        int(s["Properties"]["ServiceTimeout"])
+        for s in resources(no_plan.model_cache, "Custom::ModelWeightsSync").values()
+    }
+    assert timeouts == {3600}
+    build_s = (
+        60
+        * only(resources(no_plan.model_cache, "AWS::CodeBuild::Project"))["Properties"][
+            "TimeoutInMinutes"
+        ]
+    )
+    machine = only(resources(no_plan.model_cache, "AWS::StepFunctions::StateMachine"))
+    definition = flatten(machine["Properties"]["DefinitionString"])
+    attempts = int(re.search(r'"MaxAttempts":(\d+)', definition).group(1))  # type: ignore[union-attr]
+    interval = int(re.search(r'"IntervalSeconds":(\d+)', definition).group(1))  # type: ignore[union-attr]
+    wait_s = attempts * interval
+    assert build_s < wait_s < 3600
+
+
 def test_sync_handlers_may_only_start_and_read_builds(no_plan: Synth) -> None:
     codebuild = [
         statement
@@ -206,7 +259,11 @@ def test_sync_handlers_may_only_start_and_read_builds(no_plan: Synth) -> None:
         and "codebuild:CreateReport" not in actions_of(statement)
     ]
     (statement,) = codebuild
-    assert sorted(actions_of(statement)) == ["codebuild:BatchGetBuilds", "codebuild:StartBuild"]
+    # Exactly the operations the handler's source calls (tests/aws/aws_calls.py reads them).
+    handler = ROOT / "infra" / "speech_infra" / "handlers"
+    called = sorted({f"codebuild:{site.operation}" for site in call_sites((handler,))})
+    assert called == ["codebuild:BatchGetBuilds", "codebuild:StartBuild"]
+    assert sorted(actions_of(statement)) == called
     assert "Arn" in flatten(statement["Resource"])  # the project's ARN, not "*"
 
 
@@ -386,7 +443,7 @@ def test_step_policy_owns_scale_in(with_plan: Synth) -> None:
             "ComparisonOperator": "LessThanOrEqualToThreshold",
             "EvaluationPeriods": 3,
             "DatapointsToAlarm": 3,
-            "TreatMissingData": "notBreaching",
+            "TreatMissingData": "missing",
             "AlarmActions": [{"Ref": step_id}],
         },
     )

@@ -1,4 +1,5 @@
-"""`response-stream` against a URL: POST /invocations, read the chunked body as it arrives.
+"""`response-stream` against a URL: POST /invocations (or the scenario's method, path and
+headers), read the body as it arrives.
 
 Each worker owns one keep-alive HTTP/1.1 connection: a small asyncio protocol that parses the
 answer (httptools, C) in the socket's read callback and hands each body piece to the request's
@@ -44,7 +45,8 @@ class HttpStreamTransport(Transport):
         self.tls = parts.scheme == "https"
         self.port = parts.port or (443 if self.tls else 80)
         self.host_header = parts.netloc
-        self.target = parts.path.rstrip("/") + "/invocations"
+        # The scenario's request path is joined to the URL's own path.
+        self.base_path = parts.path.rstrip("/")
         self.timeout_s = timeout_s
 
     @asynccontextmanager
@@ -213,10 +215,18 @@ class _HttpSession:
     ) -> None:
         body = request.payload
         t = self.transport
+        shape = request.http
+        headers = shape.sent_headers(
+            {
+                "Content-Type": "application/json",
+                "Accept": "audio/*",
+                "X-Request-Id": request.request_id,
+            }
+        )
         head = (
-            f"POST {t.target} HTTP/1.1\r\nHost: {t.host_header}\r\n"
-            "Content-Type: application/json\r\nAccept: audio/*\r\n"
-            f"Content-Length: {len(body)}\r\nX-Request-Id: {request.request_id}\r\n\r\n"
+            f"{shape.method} {t.base_path}{shape.path} HTTP/1.1\r\nHost: {t.host_header}\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            + f"Content-Length: {len(body)}\r\n\r\n"
         )
         exchange = _Exchange(timer)
         connection.begin(head.encode("latin-1") + body, exchange)

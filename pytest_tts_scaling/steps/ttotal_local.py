@@ -10,73 +10,34 @@ concurrency. The second instance is stopped in `finally`, whatever happens.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 import httpx
 
-from pytest_tts_scaling import __version__
-from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.core.timeline import (
     DEFAULT_POLICY_LAG_S,
     STAGE_ORDER,
     Event,
-    Timeline,
     assemble,
     from_epoch_ns,
-    iso,
-    parse_iso,
+    marker_events,
     probe_rung,
     recovered_at_ns,
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.endpoints.base import Endpoint, UrlEndpoint
 from pytest_tts_scaling.endpoints.local import LocalServer
-from pytest_tts_scaling.errors import MismatchError
 from pytest_tts_scaling.load.engine import ClosedLoop
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax import git_commit
+from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
 
-MARKER_PREFIX = "TTS_MARKER "
 PING_EVERY_S = 0.1
-TRIGGER = "forced"
 # A local process has no EC2 instance whose log stream could appear.
 LOCAL_STAGES = tuple(stage for stage in STAGE_ORDER if stage != "instance_logging")
-
-
-def check_comparable(qmax: QmaxArtifact, endpoint: Endpoint, settings: ResolvedOptions) -> None:
-    """ttotal must probe the configuration and transport that qmax measured."""
-    run = settings.run
-    if run.transport != qmax.transport:
-        raise MismatchError(
-            f"field 'transport': the qmax artifact was measured over {qmax.transport}, this run "
-            f"uses {run.transport}; expected --transport {qmax.transport}"
-        )
-    if qmax.slug != endpoint.slug and not run.allow_config_mismatch:
-        raise MismatchError(
-            f"field 'slug': the qmax artifact is for {qmax.slug}, the endpoint is {endpoint.slug}; "
-            "expected the same configuration (or pass --allow-config-mismatch)"
-        )
-
-
-def marker_events(lines: list[tuple[float, str]]) -> list[Event]:
-    """The container's own startup markers, read from its output."""
-    events: list[Event] = []
-    for _, line in lines:
-        _, found, payload = line.partition(MARKER_PREFIX)
-        if not found:
-            continue
-        try:
-            marker = json.loads(payload)
-            at = parse_iso(marker["at"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        events.append(Event(marker["marker"], at, "container log marker"))
-    return events
 
 
 def _now() -> datetime:
@@ -132,43 +93,6 @@ def measure_local_ttotal(
             "recovered": recovered,
         },
         measured_at=_now(),
-    )
-
-
-def ttotal_artifact(
-    endpoint: Endpoint,
-    qmax: QmaxArtifact,
-    timeline: Timeline,
-    *,
-    lag_s: float,
-    lag_source: str,
-    probe: dict[str, object],
-    measured_at: datetime,
-) -> TtotalArtifact:
-    """The ttotal artifact of a forced scale-out: T_total = measured span + the policy lag bound."""
-    return TtotalArtifact(
-        model=qmax.model,
-        slug=endpoint.slug,
-        transport=qmax.transport,
-        trigger=TRIGGER,
-        t_measured_s=round(timeline.t_measured_s, 3),
-        policy_lag_bound_s=lag_s,
-        t_total_s=round(timeline.t_measured_s + lag_s, 3),
-        bounded=True,
-        stages=timeline.stages,
-        provenance=Provenance(
-            origin=f"{endpoint.kind}:{endpoint.name}",
-            run_id=uuid.uuid4().hex,
-            measured_at=iso(measured_at),
-            tool_version=__version__,
-            git_commit=git_commit(),
-        ),
-        dominant_stage=timeline.dominant_stage,
-        policy_lag_source=lag_source,
-        probe=probe,
-        missing_stages=timeline.missing,
-        out_of_order_stages=timeline.out_of_order,
-        qmax_run_id=qmax.provenance.run_id,
     )
 
 

