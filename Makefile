@@ -23,6 +23,7 @@ qmax: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	@echo "mypy: type-checking pytest_tts_scaling, tts_container, speech_infra and the tests (about 2 min on 2 cores the first time; later runs reuse .mypy_cache)"
 	$(BIN)/mypy
 

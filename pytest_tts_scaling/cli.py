@@ -8,9 +8,11 @@ input or an endpoint that does not answer.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.errors import ToolError
@@ -40,13 +42,30 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         importlib.import_module(f"pytest_tts_scaling.commands.{name}").register(subparsers)
+    parser.set_defaults(subcommands=subparsers.choices)
     return parser
+
+
+def refuse_unknown(command: argparse.ArgumentParser, unknown: list[str]) -> NoReturn:
+    """A flag the subcommand does not take: its own usage, and the closest flag it does take
+    (argparse suggests only from Python 3.14 on, and then only for choices)."""
+    flags = [flag for action in command._actions for flag in action.option_strings]
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    for word in unknown:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.partition("=")[0], flags, n=1, cutoff=0.6)
+            if close:
+                message += f"; did you mean {close[0]}?"
+                break
+    command.error(message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            refuse_unknown(args.subcommands[args.command], unknown)
         code: int = args.func(args)
     except ToolError as exc:
         print(f"tts-bench {getattr(args, 'command', '')}: error: {exc}", file=sys.stderr)

@@ -279,6 +279,34 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         default=False,
     ),
     OptionSpec(
+        "--wer-sample",
+        "tts_wer_sample",
+        "Transcribe K answers of each rung after it (offline, pocketsphinx: the [quality] extra) "
+        "and gate the rung on its word error rate too (--max-wer, --max-wer-increase). "
+        "Default: 0 (off).",
+        non_negative_int,
+        0,
+        "K",
+    ),
+    OptionSpec(
+        "--max-wer",
+        "tts_max_wer",
+        "With --wer-sample: the highest word error rate a passing rung may have (0.3: 3 words "
+        "in 10 wrong). Default: none.",
+        non_negative_float,
+        None,
+        "RATE",
+    ),
+    OptionSpec(
+        "--max-wer-increase",
+        "tts_max_wer_increase",
+        "With --wer-sample: how far a passing rung's word error rate may rise above the same "
+        "texts' at N=1 (0.1 = 10 points). Default: 0.1.",
+        non_negative_float,
+        0.1,
+        "RATE",
+    ),
+    OptionSpec(
         "--allow-shallow-queue",
         "tts_allow_shallow_queue",
         "Measure even when the endpoint's QUEUE_MAX_DEPTH is below the top rung. Default: off.",

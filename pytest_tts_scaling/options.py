@@ -63,6 +63,9 @@ class RunOptions:
     artifacts_dir: Path = Path("reports")
     allow_config_mismatch: bool = False
     allow_shallow_queue: bool = False
+    wer_sample: int = 0
+    max_wer: float | None = None
+    max_wer_increase: float | None = 0.1
     force: bool = False
     export_csv: Path | None = None
     qmax_artifact: Path | None = None

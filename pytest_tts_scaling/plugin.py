@@ -41,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(spec.flag, **spec.kwargs())
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-html's, which a dry run keeps from writing
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in STEP_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
@@ -58,8 +59,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SignalExit(), "tts_scaling_signal_exit")
     config.pluginmanager.register(ShownOnce(), "tts_scaling_shown_once")
     if config.pluginmanager.hasplugin("html"):
-        config.pluginmanager.register(HtmlExtras(), "tts_scaling_html")
-        if config.option.htmlpath:
+        config.pluginmanager.register(HtmlExtras(config), "tts_scaling_html")
+        if config.option.htmlpath and options.dry_run:
+            # A dry run measures nothing: its report would replace the last real one.
+            config.stash[SUMMARY_KEY].append(
+                f"html: dry run: no report written, {html_report_path(config)} left as it was"
+            )
+            config.option.htmlpath = None
+        elif config.option.htmlpath:
             from pytest_tts_scaling.artifacts import keep_previous, kept_lines
 
             moved = keep_previous([html_report_path(config)])
@@ -123,6 +130,9 @@ class SignalExit:
 class HtmlExtras:
     """pytest-html hooks, registered only when pytest-html is active."""
 
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
     # Innermost wrapper, so pytest-html's own wrapper sees the extras when it unwinds.
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_makereport(
@@ -147,6 +157,19 @@ class HtmlExtras:
             ]
             report.extras = [*getattr(report, "extras", []), *made]  # type: ignore[attr-defined]
         return report
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A module skipped while collecting (no Chromium, a missing extra) is a row of the
+        report too: pytest-html lists only failed collections, so its count of skipped tests
+        fell short of the terminal's."""
+        if not report.skipped:
+            return
+        from pytest_html.basereport import BaseReport
+
+        for plugin in self.config.pluginmanager.get_plugins():
+            if isinstance(plugin, BaseReport):
+                plugin._process_report(report, 0, [])
 
     def pytest_html_results_summary(
         self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session

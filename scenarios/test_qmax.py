@@ -11,12 +11,13 @@ import warnings
 import pytest
 
 from pytest_tts_scaling.core.schema import QmaxArtifact
+from pytest_tts_scaling.core.verdicts import doubt_line
 from pytest_tts_scaling.failures import InconclusiveWarning, fail, one_line
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras, render, rung_table_html
 from pytest_tts_scaling.report.plots import ladder_svg
 from pytest_tts_scaling.steps.qmax import LadderResult
-from pytest_tts_scaling.steps.qmax_words import doubt_line, no_qmax_message
+from pytest_tts_scaling.steps.qmax_words import no_qmax_message
 
 pytestmark = pytest.mark.qmax
 

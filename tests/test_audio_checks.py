@@ -61,6 +61,9 @@ def test_levels_per_chunk_and_floor() -> None:
     assert peaks[2] == pytest.approx(1000, abs=2)
     assert floor == 0
     assert levels(b"", [0], frame=240) == ([0], 0)
+    gap = levels(data, [4800, 0, 4800], frame=240)[0]  # a chunk that carried no whole sample
+    assert gap[:2] == [0, 0]
+    assert gap[2] == pytest.approx(1000, abs=2)
     # shorter than a frame: the floor is the whole answer's peak
     assert levels(pcm((0.001, 500)), [48], frame=240)[1] > 0
 
@@ -107,6 +110,22 @@ def test_short_and_silent_answers_are_errors_named_by_kind() -> None:
     )
     assert rung.errors_by_kind == {AUDIO_SHORT: 1, AUDIO_SILENT: 1}
     assert rung.fail_reason == "errors"
+
+
+def test_a_rung_of_only_wrong_answers_fails_for_its_errors() -> None:
+    """Every answer came, and every one was cut: the rung is decided, not `nothing_completed`."""
+    reference = reference_from([answer(split(SPEECH, 4), "r0")])
+    cut = [answer(split(SPEECH, 4)[:2], f"c{i}") for i in range(5)]
+    judged, _ = judge_answers(reference, 4, cut, {r.request_id: ("a", "v") for r in cut})
+    rung = judge(
+        RungInputs(
+            concurrency=4, window=judged, measure_s=1.0, concurrency_mean=4, concurrency_max=4
+        ),
+        slo_ms=1000,
+    )
+    assert rung.usable
+    assert rung.fail_reason == "errors"
+    assert rung.errors_by_kind == {AUDIO_SHORT: 5}
 
 
 def test_within_tolerance_is_not_short() -> None:

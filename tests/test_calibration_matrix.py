@@ -16,7 +16,9 @@ from pytest_tts_scaling.steps.qmax_calibration import integer_ladder, measure
 HOLD_S = 2.0
 
 
-@pytest.mark.parametrize("name", ["serial-fast", "2-slot-fast", "gated", "erroring", "one-burst"])
+@pytest.mark.parametrize(
+    "name", ["serial-fast", "2-slot-fast", "gated", "erroring", "one-burst", "truncating"]
+)
 def test_the_adaptive_search_gives_the_truth(name: str, tmp_path: Path) -> None:
     case = BY_NAME[name]
     lines: list[str] = []
@@ -33,3 +35,11 @@ def test_every_integer_rung_of_a_multi_slot_server_gives_the_truth(tmp_path: Pat
     run = measure(case, ladder=ladder, hold_s=HOLD_S, artifacts_dir=tmp_path, progress=lines.append)
     assert run.outcome.matches(case.truth()), (run.outcome, case.truth(), lines)
     assert run.rungs == len(ladder)
+
+
+def test_a_lead_of_silence_delays_the_audible_audio_not_ttfab(tmp_path: Path) -> None:
+    """Every answer sends 300 ms of silence first: audible time is TTFAB + 300 ms at N=1."""
+    case = BY_NAME["lead-silence"]
+    run = measure(case, ladder=(1,), hold_s=1.0, artifacts_dir=tmp_path)
+    assert run.outcome.q_max == 1
+    assert run.outcome.audible_leads_ms == (pytest.approx(300.0, abs=20.0),)

@@ -30,8 +30,6 @@ from pytest_tts_scaling.calibration import (
 from pytest_tts_scaling.calibration.disciplines import ServiceTimes
 from pytest_tts_scaling.calibration.server import wav_header_with_list_chunk
 
-LATE_S = 0.25  # how late a busy machine may deliver a byte
-
 
 @dataclass
 class Answer:
@@ -143,9 +141,13 @@ def test_k_slots_serve_k_at_once_and_queue_the_rest() -> None:
         assert set(server.first_audio_sent_ns) == {f"r{i}" for i in range(6)}
     firsts = first_audio_since_first_send(answers)
     assert all(a.complete and a.status == 200 for a in answers)
-    # Three in the first wave at 50 ms, three in the next at 400 + 50 ms.
-    assert all(0.05 <= t < 0.05 + LATE_S for t in firsts[:3])
-    assert all(0.45 <= t < 0.45 + LATE_S for t in firsts[3:])
+    # Three in the first wave at 50 ms, three in the next at 400 + 50 ms: never earlier, and
+    # the second wave only once the first has let go of its slots (a busy machine delays both).
+    assert all(t >= 0.05 for t in firsts[:3])
+    assert all(t >= 0.45 for t in firsts[3:])
+    origin = min(a.sent for a in answers)
+    ends = sorted(a.sent + a.pieces[-1][0] - origin for a in answers)
+    assert max(firsts[:3]) < ends[0] <= min(firsts[3:])
 
 
 def test_a_batch_is_served_together_in_a_plus_b_times_its_size() -> None:
@@ -156,12 +158,14 @@ def test_a_batch_is_served_together_in_a_plus_b_times_its_size() -> None:
     # Batch of 3 after the window: 0.05 + 0.1 + 3·0.05 = 0.30; then 2 more: + 0.05 + 0.2 = 0.55.
     first_batch = batching.window_s + batching.batch_s(3)
     second_batch = first_batch + batching.window_s + batching.batch_s(2)
-    assert all(first_batch <= t < first_batch + LATE_S for t in firsts[:3])
-    assert all(second_batch <= t < second_batch + LATE_S for t in firsts[3:])
-    # A batch member gets all its audio at once, when the batch ends.
-    for answer in answers:
-        assert answer.complete
-        assert answer.pieces[-1][0] - answer.pieces[0][0] < LATE_S
+    assert all(t >= first_batch for t in firsts[:3])
+    assert all(t >= second_batch for t in firsts[3:])
+    # A batch member gets all its audio at once, when the batch ends: the whole first batch is
+    # answered before the second batch's first byte.
+    assert all(answer.complete for answer in answers)
+    origin = min(a.sent for a in answers)
+    by_first = sorted(answers, key=lambda a: a.sent + a.first_body_s)
+    assert max(a.sent + a.pieces[-1][0] - origin for a in by_first[:3]) <= min(firsts[3:])
 
 
 def test_random_service_times_follow_the_seeded_draws() -> None:
@@ -174,7 +178,7 @@ def test_random_service_times_follow_the_seeded_draws() -> None:
     assert len({round(d, 3) for d in draws}) == 4
     for answer, draw in zip(answers, draws, strict=True):
         assert answer.complete
-        assert draw <= answer.pieces[-1][0] < draw + LATE_S
+        assert answer.pieces[-1][0] >= draw  # never sooner than its drawn service time
 
 
 def test_the_gate_answers_503_with_the_containers_body_beyond_its_bound() -> None:
@@ -185,7 +189,9 @@ def test_the_gate_answers_503_with_the_containers_body_beyond_its_bound() -> Non
     [refused] = [a for a in answers if a.status == 503]
     assert refused.complete
     assert refused.headers_s is not None
-    assert refused.headers_s < LATE_S
+    # Refused on arrival: before either admitted request (0.5 s of service) has ended.
+    refused_at = refused.sent + refused.headers_s
+    assert all(refused_at < a.sent + a.pieces[-1][0] for a in answers if a is not refused)
     assert refused.headers["content-type"] == "application/json"
     assert refused.headers["retry-after"] == "1"
     body = json.loads(refused.body)
@@ -224,8 +230,8 @@ def test_wav_answers_open_with_a_riff_header_and_a_list_chunk_before_any_audio()
     assert bytes(answer.body[: len(header)]) == header
     assert len(answer.body) > len(header)
     # The header comes on arrival; the audio after the 300 ms the server takes to it.
-    assert answer.first_body_s < 0.3
-    assert 0.3 <= answer.audio_s(skip=len(header)) < 0.3 + LATE_S
+    assert answer.first_body_s < answer.audio_s(skip=len(header))
+    assert answer.audio_s(skip=len(header)) >= 0.3
 
 
 def test_a_stalling_server_sends_headers_and_then_nothing() -> None:
@@ -264,8 +270,8 @@ def test_ping_is_slow_only_while_serving() -> None:
             return idle, busy
 
         idle, busy = asyncio.run(go())
-    assert idle < 1.0
-    assert 1.5 <= busy < 1.5 + LATE_S * 4
+    # The 1.5 s delay only while a request is held: at least that while busy, not while idle.
+    assert idle < 1.5 <= busy
 
 
 def test_the_server_counts_its_own_in_flight_over_a_window() -> None:

@@ -19,6 +19,7 @@ from pytest_tts_scaling.calibration.truth import (
     simulated_qmax,
     slo_margin_ms,
     slots_qmax,
+    truth_for,
 )
 
 
@@ -115,8 +116,13 @@ def test_the_random_case_separates_even_short_windows() -> None:
         assert bool(np.all(p95 < case.slo_ms)) if below else bool(np.all(p95 > case.slo_ms))
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.truth().q_max], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.truth().q_max and c.truth().error_kind is None],
+    ids=lambda c: c.name,
+)
 def test_every_case_slo_is_far_from_the_p95_on_both_sides(case: Case) -> None:
+    """(A Q_max a fault sets, truncation above K, is not decided by latency.)"""
     truth = case.truth()
     assert truth.q_max is not None
     assert slo_margin_ms(case.discipline, case.slo_ms, truth.q_max) >= 20
@@ -151,3 +157,17 @@ def test_an_outcome_matches_only_the_exact_answer() -> None:
     stalled = Truth(q_max=None, bracketed=False, source="fault", endpoint_error=True)
     assert Outcome(q_max=None, bracketed=False, error="stalled").matches(stalled)
     assert not Outcome(q_max=6, bracketed=True).matches(stalled)
+
+
+def test_the_audio_cases_truths() -> None:
+    """Truncation above K caps Q_max at K (its capacity is 6) with audio_short; a lead of
+    silence keeps the capacity's Q_max and puts the audible audio 300 ms after TTFAB."""
+    assert truth_for(BY_NAME["truncating"].discipline, BY_NAME["truncating"].slo_ms).q_max == 6
+    truncating = BY_NAME["truncating"].truth()
+    assert (truncating.q_max, truncating.bracketed, truncating.error_kind) == (
+        3,
+        True,
+        "audio_short",
+    )
+    lead = BY_NAME["lead-silence"].truth()
+    assert (lead.q_max, lead.audible_after_ttfab_ms) == (3, 300.0)

@@ -11,8 +11,7 @@ import pytest
 from pytest_tts_scaling.core import live
 from pytest_tts_scaling.core.autoscaler import Policy
 from pytest_tts_scaling.core.curve import ServiceCurve
-from pytest_tts_scaling.core.live import Prediction
-from pytest_tts_scaling.fleet.localfleet import Dispatch, FleetEvent
+from pytest_tts_scaling.core.live import Dispatch, FleetEvent, Prediction
 
 T0 = 1_000_000_000_000
 POLICY = Policy(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
 from pytest_tts_scaling.steps.qmax_health import require_answer
-from pytest_tts_scaling.steps.qmax_rung import MAX_SAMPLE_EXTENSIONS
 from tests.fault_server import FaultServer
 
 WORKLOAD = Workload()
@@ -72,12 +70,13 @@ def test_stall_bound_is_tied_to_the_slo() -> None:
     assert stall_bound_s(3000) == 6.0
 
 
-def test_connection_refused_is_named_in_seconds() -> None:
+@pytest.mark.timeout(60)
+def test_connection_refused_ends_the_probe_at_the_third_refusal() -> None:
+    """Refusals settle the probe: with a 600 s stall bound the probe would otherwise wait
+    3 × 600 s, so finishing inside the test's timeout is the proof, whatever the machine's load."""
     url = f"http://127.0.0.1:{closed_port()}"
-    started = time.monotonic()
     with pytest.raises(EndpointUnavailable) as caught:
-        require_answer(UrlEndpoint(url), "response-stream", request, stall_s=5.0)
-    assert time.monotonic() - started < 3.0
+        require_answer(UrlEndpoint(url), "response-stream", request, stall_s=600.0)
     assert str(caught.value) == (
         f"endpoint {url} does not answer: connection refused (3 of 3 requests); "
         "nothing was measured"
@@ -89,9 +88,7 @@ def test_tts_bench_exits_2_with_one_line_and_writes_nothing(
 ) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     args = ["qmax", "--endpoint-url", url, "--ladder", "1,2", "--artifacts-dir", str(tmp_path)]
-    started = time.monotonic()
     assert cli.main([*args, "--hold-s", "2", "--measure-s", "1", "--gap-s", "0"]) == 2
-    assert time.monotonic() - started < 5.0
     errors = capsys.readouterr().err.strip().splitlines()
     assert errors == [
         f"tts-bench qmax: error: endpoint {url} does not answer: connection refused "
@@ -114,13 +111,13 @@ def test_an_error_on_every_answer_is_a_broken_endpoint(status: int, said: str) -
         assert server.requests_seen == 3
 
 
+@pytest.mark.timeout(60)
 def test_silence_after_the_headers_is_a_stall_within_the_bound() -> None:
+    """The stalled request is cut at the stall bound and not drained: the server never answers,
+    so a drain would outlast the test's timeout."""
     with SerialStreamServer(faults=Faults(stall_after_headers=True)) as server:
-        started = time.monotonic()
         with pytest.raises(EndpointUnavailable, match=r"sent nothing for 1 s \(stalled\)"):
             require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=1)
-        # Bounded by the stall bound (1 s), not by a drain; the slack is for a busy machine.
-        assert time.monotonic() - started < 1 + 4.0
         assert server.requests_seen == 1  # a stall is not retried
 
 
@@ -150,6 +147,7 @@ def test_a_cold_first_answer_is_asked_for_again_and_does_not_raise_the_stall_bou
     assert stall_bound_s(200, probe.quietest_s) == 5.0
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("fault", ["stalls", "dies"])
 def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
     fault: str, tmp_path: Path, quick_stalls: float
@@ -168,16 +166,13 @@ def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
                 return super().transport(name, concurrency=concurrency)
 
         endpoint = FailsAtTwo(server.base_url)
-        started = time.monotonic()
+        # A stalled server never answers: the ladder ends because it cuts at the stall bound,
+        # within the test's timeout, not because the server let go.
         with pytest.raises(EndpointUnavailable) as caught:
             run_ladder(endpoint, settings(server.base_url, tmp_path, "1,2,4"), progress=print)
-        took = time.monotonic() - started
     seen = "it sent nothing for 1 s (stalled)" if fault == "stalls" else "connection refused"
     assert f"{server.base_url}: endpoint stopped answering at N=2: {seen}" in str(caught.value)
     assert "marked incomplete" in str(caught.value)
-    # rung 1's hold (with up to MAX_SAMPLE_EXTENSIONS more 1 s windows if its window held fewer
-    # than MIN_COMPLETIONS), then at most: the stall bound twice (cut, then silence), the probe's.
-    assert took < 1.5 + MAX_SAMPLE_EXTENSIONS * 1.0 + 4 * quick_stalls + 3
     written = artifact(tmp_path)
     assert written["complete"] is False
     assert str(written["stop_reason"]).startswith(f"endpoint stopped answering at N=2: {seen}")

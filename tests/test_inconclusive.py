@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
-from pytest_tts_scaling.core.verdicts import inconclusive_rungs
+from pytest_tts_scaling.core.verdicts import doubt_line, inconclusive_rungs, verdict_words
 from pytest_tts_scaling.report.extras import Shown
 from pytest_tts_scaling.report.pages import view_for
-from pytest_tts_scaling.steps.qmax_words import doubt_line, verdict_words
 from tests.factories import make_qmax, make_rung
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,3 +125,27 @@ def test_under_pytest_a_warning_or_with_the_gate_a_failure(
     else:
         result.assert_outcomes(passed=2, skipped=2)
         result.stdout.fnmatch_lines(["*InconclusiveWarning: qmax: INCONCLUSIVE: N=1's pass*"])
+
+
+@pytest.mark.parametrize(("gate", "code"), [([], 0), (["--fail-on-inconclusive"], 1)])
+def test_tts_bench_says_it_and_the_gate_exits_1(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    gate: list[str],
+    code: int,
+) -> None:
+    from pytest_tts_scaling.cli import main
+    from pytest_tts_scaling.steps.qmax import LadderResult
+
+    result = LadderResult(the_issues_run(), tmp_path / "qmax.json", tmp_path / "r.jsonl")
+    monkeypatch.setattr("pytest_tts_scaling.steps.qmax.run_ladder", lambda *a, **k: result)
+    url = ["--endpoint-url", "http://127.0.0.1:9", "--artifacts-dir", str(tmp_path)]
+    assert main(["qmax", *url, *gate]) == code
+    out = capsys.readouterr().out
+    assert (
+        "qmax: Q_max 1 (bracketed: N=2 failed, p95 TTFAB 5600 ms > SLO 3000 ms), INCONCLUSIVE"
+        in out
+    )
+    assert "qmax: INCONCLUSIVE: N=1's pass" in out
+    assert ("qmax: FAIL: the answer is inconclusive (--fail-on-inconclusive)" in out) == bool(gate)

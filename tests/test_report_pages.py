@@ -50,7 +50,7 @@ def test_report_renders_the_source_qmax_answer_first(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     [qmax] = _copy(tmp_path, QMAX)
-    assert main(["report", str(qmax)]) == 0
+    assert main(["report", str(qmax), "--artifacts-dir", str(tmp_path)]) == 0
     page = tmp_path / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.html"
     assert capsys.readouterr().out.strip() == f"report: {page}"
     html = page.read_text()
@@ -92,7 +92,7 @@ def test_report_of_a_plan_recomputes_its_surge_from_the_artifacts_it_names(
 
 def test_a_plan_alone_is_rendered_without_plots_and_says_what_it_needs(tmp_path: Path) -> None:
     [plan] = _copy(tmp_path, PLAN)
-    assert main(["report", str(plan)]) == 0
+    assert main(["report", str(plan), "--artifacts-dir", str(tmp_path)]) == 0
     html = (tmp_path / "plan-kokoro-82m.html").read_text()
     assert _figures(html) == {}
     assert (
@@ -103,7 +103,7 @@ def test_a_plan_alone_is_rendered_without_plots_and_says_what_it_needs(tmp_path:
 
 def test_report_of_ttotal_shows_t_total_and_the_waterfall(tmp_path: Path) -> None:
     [ttotal] = _copy(tmp_path, TTOTAL)
-    assert main(["report", str(ttotal)]) == 0
+    assert main(["report", str(ttotal), "--artifacts-dir", str(tmp_path)]) == 0
     answer = _answer((tmp_path / ttotal.with_suffix(".html").name).read_text())
     assert "T_total 320.2 s" in answer
     assert "dominant stage</dt><dd>instance_logging" in answer
@@ -157,7 +157,7 @@ def test_optional_fields_may_be_missing(tmp_path: Path) -> None:
     data["rungs"] = [{k: v for k, v in r.items() if k in minimum} for r in data["rungs"]]
     path = tmp_path / QMAX.name
     path.write_text(json.dumps(data))
-    assert main(["report", str(path)]) == 0
+    assert main(["report", str(path), "--artifacts-dir", str(tmp_path)]) == 0
     answer = _answer(path.with_suffix(".html").read_text())
     assert "Q_max 50" in answer
     assert len(_figures(answer)) == 4
@@ -169,7 +169,7 @@ def test_a_run_that_measured_no_rung_says_so_without_empty_plots(tmp_path: Path)
     data["stop_reason"] = "endpoint_unavailable"
     path = tmp_path / QMAX.name
     path.write_text(json.dumps(data))
-    assert main(["report", str(path)]) == 0
+    assert main(["report", str(path), "--artifacts-dir", str(tmp_path)]) == 0
     answer = _answer(path.with_suffix(".html").read_text())
     assert "Q_max not found" in answer
     assert "no rung measured" in answer
@@ -182,10 +182,10 @@ def test_a_bad_artifact_exits_2_naming_the_field(
 ) -> None:
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"schema": "tts-scaling/other/1"}))
-    assert main(["report", str(path)]) == 2
+    assert main(["report", str(path), "--artifacts-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "field 'schema': expected one of tts-scaling/qmax/1" in err
-    assert main(["report", str(tmp_path / "missing.json")]) == 2
+    assert main(["report", str(tmp_path / "missing.json"), "--artifacts-dir", str(tmp_path)]) == 2
     assert "no such artifact file" in capsys.readouterr().err
 
 

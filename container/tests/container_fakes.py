@@ -95,6 +95,14 @@ class FakeEngine:
         assert self.closed[request_id].wait(timeout), f"synthesis of {request_id} never ended"
 
 
+async def until(condition: Callable[[], object], what: str, timeout_s: float = WAIT_S) -> None:
+    """Wait (bounded) for a condition instead of sleeping for the time it usually takes."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} never happened within {timeout_s:g} s"
+        await asyncio.sleep(0.005)
+
+
 # conftest's `make_app(engine=None, **settings)` -> (app, engine, metrics lines).
 AppFactory = Callable[..., tuple[Starlette, FakeEngine, io.StringIO]]
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from container_fakes import WAIT_S, FakeEngine
+from container_fakes import WAIT_S, FakeEngine, until
 from tts_container.concurrency import InferenceExecutor, SynthesisCancelled
 from tts_container.request import SynthesisRequest
 from tts_container.scheduler import Policy, SegmentQueue, Stream
-from tts_container.settings import Settings
+from tts_container.settings import Settings, SettingsError
 
 EDF = Policy(mode="edf", batch_max=1, margin_s=0.0, max_wait_s=100.0)
 
@@ -193,7 +194,7 @@ class TestExecutor:
             try:
                 busy = executor.submit(engine, _request("busy"))
                 waiting = executor.submit(engine, _request("waiting"))
-                await asyncio.sleep(0.05)
+                await until(lambda: engine.batches, "the worker taking up the busy job")
                 waiting.cancel()
                 with pytest.raises(SynthesisCancelled):
                     await asyncio.wait_for(waiting.next_chunk(), WAIT_S)
@@ -216,7 +217,7 @@ class TestExecutor:
             executor = InferenceExecutor(1, Policy(mode="edf", batch_max=4))
             try:
                 first = executor.submit(engine, _request("first"))
-                await asyncio.sleep(0.05)  # the worker holds "first" in the engine
+                await until(lambda: engine.batches, "the worker holding first in the engine")
                 others = [executor.submit(engine, _request(f"r{i}")) for i in range(3)]
                 hold.set()
                 return [[c async for c in job.chunks()] for job in (first, *others)]
@@ -226,6 +227,38 @@ class TestExecutor:
         results = asyncio.run(scenario())
         assert [len(chunks) for chunks in results] == [1, 1, 1, 1]
         assert engine.batches == [1, 3]
+
+    def test_the_planted_fault_garbles_batched_audio_only(self) -> None:
+        """FAULT_GARBLE_BATCHES: a segment computed alone is as the engine made it; one computed
+        in a batch of several comes out backwards (same length and samples)."""
+
+        class RampEngine(FakeEngine):
+            def synthesize(self, batch: Sequence[tuple[str, int]]) -> list[np.ndarray]:
+                made = super().synthesize(batch)
+                return [np.arange(out.size, dtype=np.float32) for out in made]
+
+        hold = threading.Event()
+        engine = RampEngine(segments=1, hold=hold, samples=8)
+
+        async def scenario() -> list[np.ndarray]:
+            executor = InferenceExecutor(1, Policy(mode="edf", batch_max=4), garble_batches=True)
+            try:
+                first = executor.submit(engine, _request("first"))
+                await asyncio.sleep(0.05)  # the worker holds "first" in the engine, alone
+                others = [executor.submit(engine, _request(f"r{i}")) for i in range(2)]
+                hold.set()
+                return [c for job in (first, *others) async for c in job.chunks()]
+            finally:
+                executor.shutdown()
+
+        alone, *batched = asyncio.run(scenario())
+        assert engine.batches == [1, 2]
+        assert alone.tolist() == list(range(8))
+        assert [b.tolist() for b in batched] == [list(range(7, -1, -1))] * 2
+        assert Settings.from_env({"FAULT_GARBLE_BATCHES": "1"}).fault_garble_batches
+        assert not Settings.from_env({}).fault_garble_batches
+        with pytest.raises(SettingsError, match="FAULT_GARBLE_BATCHES must be 1 or 0"):
+            Settings.from_env({"FAULT_GARBLE_BATCHES": "maybe"})
 
     def test_metric_values_per_segment(self) -> None:
         engine = FakeEngine(segments=3)

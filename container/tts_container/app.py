@@ -371,7 +371,11 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         policy = Policy.from_settings(settings)
-        state.executor = InferenceExecutor(settings.inference_workers, policy)
+        state.executor = InferenceExecutor(
+            settings.inference_workers, policy, garble_batches=settings.fault_garble_batches
+        )
+        if settings.fault_garble_batches:
+            log.warning("FAULT_GARBLE_BATCHES is set: batched audio is garbled on purpose")
         state.loader = threading.Thread(
             target=load_engine, args=(state,), name="tts-loader", daemon=True
         )

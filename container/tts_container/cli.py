@@ -28,7 +28,8 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
             "environment: QUEUE_MAX_DEPTH, MAX_TEXT_CHARS, INFERENCE_WORKERS, MODEL_NAME, DEVICE, "
             "FIRST_SEGMENT_WORDS, DEFAULT_VOICE, TTS_CACHE_DIR, BATCH_MAX, BATCH_WAIT_MS, "
             "BATCH_WINDOW_MS, DEADLINE_MARGIN_MS, MAX_WAIT_MS, SYNTHETIC_BATCH_BASE_MS, "
-            "SYNTHETIC_SEGMENT_MS, SYNTHETIC_SEGMENT_AUDIO_S, SHUTDOWN_DRAIN_S."
+            "SYNTHETIC_SEGMENT_MS, SYNTHETIC_SEGMENT_AUDIO_S, SHUTDOWN_DRAIN_S, "
+            "FAULT_GARBLE_BATCHES (a planted fault for calibration)."
         ),
     )
     parser.add_argument(

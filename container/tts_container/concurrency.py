@@ -172,11 +172,18 @@ class InferenceExecutor:
     """
 
     def __init__(
-        self, workers: int, policy: Policy | None = None, *, clock: Clock = time.perf_counter
+        self,
+        workers: int,
+        policy: Policy | None = None,
+        *,
+        clock: Clock = time.perf_counter,
+        garble_batches: bool = False,
     ) -> None:
         self.workers = workers
         self.policy = policy or Policy()
         self._clock = clock
+        # The planted fault FAULT_GARBLE_BATCHES (settings.py): batched audio played backwards.
+        self.garble_batches = garble_batches
         self._queue = SegmentQueue(self.policy)
         self._cond = threading.Condition()
         self._by_stream: dict[Stream, SynthesisJob] = {}
@@ -303,6 +310,8 @@ class InferenceExecutor:
             audios = jobs[0].engine.synthesize([job.piece for job in jobs])
             if len(audios) != len(jobs):
                 raise RuntimeError(f"the engine returned {len(audios)} outputs for {len(jobs)}")
+            if self.garble_batches and len(jobs) > 1:
+                audios = [samples[..., ::-1].copy() for samples in audios]
         except Exception as exc:
             log.exception(
                 "synthesis failed for %s", ", ".join(job.request.request_id for job in jobs)

@@ -79,6 +79,10 @@ class Settings:
     # SHUTDOWN_DRAIN_S: after SIGTERM, how long the streams in flight may take to finish before
     # they are cut; at most 25, so the exit stays inside SageMaker's 30 s before SIGKILL.
     shutdown_drain_s: float = 20.0
+    # FAULT_GARBLE_BATCHES=1: a planted fault for calibration, never for serving: every answer
+    # segment computed in a batch of two or more is played backwards (same length and level,
+    # unintelligible), as a batch padding bug would garble it. Only a word error check sees it.
+    fault_garble_batches: bool = False
 
     def __post_init__(self) -> None:
         if self.queue_max_depth < 0:
@@ -146,6 +150,9 @@ class Settings:
             raw = env.get(variable, "").strip()
             if raw:
                 values[name] = _parse_float(variable, raw)
+        raw = env.get("FAULT_GARBLE_BATCHES", "").strip()
+        if raw:
+            values["fault_garble_batches"] = _parse_flag("FAULT_GARBLE_BATCHES", raw)
         for name, variable in (("model_dir", "MODEL_DIR"), ("cache_dir", "TTS_CACHE_DIR")):
             raw = env.get(variable, "").strip()
             if raw:
@@ -188,6 +195,14 @@ def _parse_int(variable: str, raw: str) -> int:
     if value < 0:
         raise SettingsError(f"{variable} must be >= 0, got {value}")
     return value
+
+
+def _parse_flag(variable: str, raw: str) -> bool:
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{variable} must be 1 or 0 (true/false), got {raw!r}")
 
 
 def _parse_float(variable: str, raw: str) -> float:

@@ -49,7 +49,7 @@ from pytest_tts_scaling.aws.cloudwatch import (
 )
 from pytest_tts_scaling.aws.fingerprint import describe_endpoint
 from pytest_tts_scaling.aws.scaling import ScalingScope
-from pytest_tts_scaling.fleet.localfleet import Dispatch, FleetEvent, FleetLog
+from pytest_tts_scaling.core.live import Dispatch, FleetEvent, FleetLog
 
 # DescribeEndpoint every this many seconds while the load runs.
 COUNT_POLL_S = 5.0

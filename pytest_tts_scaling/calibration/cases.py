@@ -7,7 +7,7 @@ finish their measurement in seconds and run in the project's tests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pytest_tts_scaling.calibration.disciplines import (
@@ -19,11 +19,17 @@ from pytest_tts_scaling.calibration.disciplines import (
 )
 from pytest_tts_scaling.calibration.server import SerialStreamServer
 from pytest_tts_scaling.calibration.truth import Truth, truth_for
+from pytest_tts_scaling.core.audio import AUDIO_SHORT
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 
 # The base of the fault cases: serial, 50 ms a request, first audio at 20 ms; Q_max 6 at 295 ms.
 FAST_SERIAL = Slots(slots=1, service_s=0.05, first_audio_s=0.02)
 FAST_SLO_MS = 295.0
+# Room for 300 ms of silence before the speech: 400 ms a request, first audio at 20 ms; Q_max 3
+# at 1020 ms (p95 TTFAB 820 ms at 3, 1220 at 4).
+LEAD_SERIAL = Slots(slots=1, service_s=0.4, first_audio_s=0.02)
+# A rung's audible p50 is its TTFAB p50 plus the lead, within this (the client's own lateness).
+AUDIBLE_TOLERANCE_MS = 20.0
 # The key the OpenAI-style cases require; the shipped scenarios read it from OPENAI_API_KEY.
 CALIBRATION_KEY = "calibration-key"
 
@@ -35,6 +41,8 @@ class Case:
     slo_ms: float
     faults: Faults = field(default_factory=Faults)
     fast: bool = False
+    # Answers carry a tone with a silent tail, so the audio checks have speech to judge.
+    tone: bool = False
     # The server's face and body, and the shipped scenario that measures it (None: the
     # container's contract, POST /invocations with raw audio).
     face: Literal["invocations", "openai"] = "invocations"
@@ -43,11 +51,18 @@ class Case:
 
     def truth(self) -> Truth:
         """The answer a correct qmax gives; faults that leave capacity alone keep its truth."""
-        if self.faults.stall_after_headers or self.faults.stop_after is not None:
+        faults = self.faults
+        if faults.stall_after_headers or faults.stop_after is not None:
             return Truth(q_max=None, bracketed=False, source="fault", endpoint_error=True)
-        if self.faults.error_every and self.faults.error_every < 100:
+        if faults.error_every and faults.error_every < 100:
             return Truth(q_max=None, bracketed=False, source="fault", failing_reason="errors")
-        return truth_for(self.discipline, self.slo_ms)
+        truth = truth_for(self.discipline, self.slo_ms)
+        cap = faults.truncate_above
+        if cap and (truth.q_max is None or truth.q_max > cap):
+            truth = Truth(q_max=cap, bracketed=True, source="truncation", error_kind=AUDIO_SHORT)
+        if faults.lead_silence_s:
+            truth = replace(truth, audible_after_ttfab_ms=faults.lead_silence_s * 1000)
+        return truth
 
     def server(self) -> SerialStreamServer:
         openai = self.face == "openai"
@@ -57,6 +72,7 @@ class Case:
             face=self.face,
             body_format=self.body_format,
             api_key=CALIBRATION_KEY if openai else None,
+            tone=self.tone,
         )
 
 
@@ -78,6 +94,8 @@ CASES: tuple[Case, ...] = (
     # stalled. The slow one is silent longer than the stall bound its SLO alone gives.
     Case("one-burst", Slots(1, service_s=0.05, first_audio_s=0.05), slo_ms=275.0, fast=True),
     Case("one-burst-slow", Slots(1, service_s=6.0, first_audio_s=6.0), slo_ms=2000.0),
+    Case("truncating", FAST_SERIAL, FAST_SLO_MS, Faults(truncate_above=3), fast=True, tone=True),
+    Case("lead-silence", LEAD_SERIAL, 1020.0, Faults(lead_silence_s=0.3), tone=True),
     Case("openai-raw", FAST_SERIAL, FAST_SLO_MS, face="openai", scenario="openai-speech"),
     Case(
         "openai-sse",
@@ -99,13 +117,28 @@ class Outcome:
     bracketed: bool
     error: str | None = None
     rung_reasons: tuple[str | None, ...] = ()
+    # The error kinds of the rungs that failed for errors.
+    error_kinds: frozenset[str] = frozenset()
+    # Per rung with an audible time: its p50 minus its TTFAB p50 (ms).
+    audible_leads_ms: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, artifact: QmaxArtifact) -> Outcome:
+        rungs = artifact.rungs
         return cls(
             q_max=artifact.q_max,
             bracketed=artifact.q_max_bracketed,
-            rung_reasons=tuple(rung_reason(r) for r in artifact.rungs),
+            rung_reasons=tuple(rung_reason(r) for r in rungs),
+            error_kinds=frozenset(
+                kind for r in rungs if r.fail_reason == "errors" for kind in r.errors_by_kind
+            ),
+            audible_leads_ms=tuple(
+                r.audible_ms.p50 - r.ttfab_ms.p50
+                for r in rungs
+                if r.audible_ms is not None
+                and r.audible_ms.p50 is not None
+                and r.ttfab_ms.p50 is not None
+            ),
         )
 
     def text(self) -> str:
@@ -114,7 +147,13 @@ class Outcome:
         if self.q_max is None:
             reasons = sorted({r or "slo" for r in self.rung_reasons})
             return f"none ({'/'.join(reasons)})"
-        return str(self.q_max)
+        words = [str(self.q_max)]
+        if self.error_kinds:
+            words.append(f"({'/'.join(sorted(self.error_kinds))})")
+        if self.audible_leads_ms:
+            low, high = min(self.audible_leads_ms), max(self.audible_leads_ms)
+            words.append(f"audible +{low:.0f}..{high:.0f} ms")
+        return " ".join(words)
 
     def matches(self, truth: Truth) -> bool:
         if truth.endpoint_error:
@@ -125,6 +164,16 @@ class Outcome:
             return bool(self.rung_reasons) and all(
                 r == truth.failing_reason for r in self.rung_reasons
             )
+        if truth.error_kind is not None and truth.error_kind not in self.error_kinds:
+            return False
+        if truth.audible_after_ttfab_ms is not None and not (
+            self.audible_leads_ms
+            and all(
+                abs(lead - truth.audible_after_ttfab_ms) <= AUDIBLE_TOLERANCE_MS
+                for lead in self.audible_leads_ms
+            )
+        ):
+            return False
         return self.bracketed == truth.bracketed
 
 

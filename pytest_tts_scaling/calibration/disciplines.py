@@ -89,6 +89,10 @@ class Faults:
     - `wav_header`: a RIFF/WAVE header with an extra LIST chunk opens every body, sent on
       arrival, before any queueing, whatever format was asked for.
     - `ping_delay_s`: `GET /ping` takes this long while any request is in flight.
+    - `truncate_above`: a request that arrives while more than this many are in flight (itself
+      included) ends cleanly after half its audio chunks, as a worker that timed out would.
+    - `lead_silence_s`: the first chunk is this long of silence, sent at the first audio time;
+      the speech follows `lead_silence_s` later (the slot's service time is unchanged).
     """
 
     max_queue_depth: int = 0
@@ -97,3 +101,5 @@ class Faults:
     stop_after: int | None = None
     wav_header: bool = False
     ping_delay_s: float = 0.0
+    truncate_above: int = 0
+    lead_silence_s: float = 0.0

@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal, Self
 
+import numpy as np
+
 from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Faults, Slots
 from pytest_tts_scaling.calibration.streamserver import StreamServer, close_quietly, serve
 from pytest_tts_scaling.calibration.truth import serial_qmax
@@ -36,6 +38,32 @@ from pytest_tts_scaling.core.stats import time_weighted_in_flight
 
 PCM_BYTES_PER_S = 48000  # 24 kHz, 16-bit mono, as the real container sends
 SAMPLE_RATE = 24000
+# `tone`: answers are a 440 Hz tone at about -12 dBFS ending in 20 ms of silence, as speech ends in
+# a pause, so the audio checks have a silence level and something above it.
+TONE_HZ = 440.0
+TONE_AMPLITUDE = 8000
+TONE_TAIL_S = 0.02
+
+
+def answer_audio(audio_s: float, tone: bool) -> bytes:
+    """`audio_s` of 16-bit PCM: zeros, or the tone with its silent tail."""
+    samples = int(SAMPLE_RATE * audio_s)
+    if not tone:
+        return bytes(2 * samples)
+    voiced = max(0, samples - int(SAMPLE_RATE * TONE_TAIL_S))
+    t = np.arange(voiced) / SAMPLE_RATE
+    wave = np.zeros(samples, dtype="<i2")
+    wave[:voiced] = np.rint(TONE_AMPLITUDE * np.sin(2 * np.pi * TONE_HZ * t))
+    return wave.tobytes()
+
+
+def split_audio(audio: bytes, parts: int) -> list[bytes]:
+    """At most `parts` pieces of whole samples (the last may be shorter; none is empty, which
+    would end a chunked body)."""
+    size = max(2, 2 * -(-len(audio) // (2 * parts)))
+    return [audio[i : i + size] for i in range(0, len(audio), size)] or [b""]
+
+
 OPENAI_PATH = "/v1/audio/speech"
 # OpenAI's speech events: audio deltas, then one that ends the answer.
 SSE_DELTA, SSE_DONE = "speech.audio.delta", "speech.audio.done"
@@ -86,6 +114,8 @@ class SerialStreamServer:
     # set, must come as `Authorization: Bearer KEY`.
     face: Literal["invocations", "openai"] = "invocations"
     api_key: str | None = None
+    # Answers carry a tone (with a silent tail) instead of zeros (see `answer_audio`).
+    tone: bool = False
     host: str = "127.0.0.1"
     port: int = 0
     discipline: Discipline | None = None
@@ -246,6 +276,7 @@ class SerialStreamServer:
                 request_id,
                 drop=bool(faults.error_every)
                 and (seq % faults.error_every == faults.error_every - 1),
+                truncate=bool(faults.truncate_above) and self.in_flight > faults.truncate_above,
             )
         finally:
             self.in_flight -= 1
@@ -267,7 +298,9 @@ class SerialStreamServer:
         )
         await writer.drain()
 
-    async def _respond(self, writer: asyncio.StreamWriter, request_id: str, drop: bool) -> None:
+    async def _respond(
+        self, writer: asyncio.StreamWriter, request_id: str, drop: bool, truncate: bool = False
+    ) -> None:
         arrived = time.perf_counter()
         faults = self.faults
         if faults.wav_header:
@@ -290,12 +323,12 @@ class SerialStreamServer:
             await asyncio.Event().wait()
         if isinstance(self.discipline, Batching):
             await self._batch_member(arrived)
-            await self._audio(writer, request_id, time.perf_counter(), 0.0, 0.0)
+            await self._audio(writer, request_id, time.perf_counter(), 0.0, 0.0, truncate)
         else:
             assert isinstance(self.discipline, Slots)
             start, service_s = self._take_slot(arrived)
             first_s = min(self.discipline.first_audio_s, service_s)
-            await self._audio(writer, request_id, start, first_s, service_s)
+            await self._audio(writer, request_id, start, first_s, service_s, truncate)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
@@ -306,14 +339,23 @@ class SerialStreamServer:
         started: float,
         first_s: float,
         service_s: float,
+        truncate: bool = False,
     ) -> None:
-        """The body's chunks: the first at started + first_s, the last at started + service_s."""
+        """The body's chunks: the first at started + first_s, the last at started + service_s
+        (with a lead of silence, the speech from started + first_s + lead); a truncated answer
+        ends after half of them."""
         chunks = max(1, self.chunks)
-        rest = max(0.0, service_s - first_s) / max(1, chunks - 1)
+        lead = self.faults.lead_silence_s
+        speech_s = first_s + lead
+        rest = max(0.0, service_s - speech_s) / max(1, chunks - 1)
         audio_s = service_s or self.service_s  # a batch sends all at once: nominal length
-        audio = b"\x00" * int(PCM_BYTES_PER_S * audio_s / chunks)
-        for index in range(chunks):
-            deadline = started + first_s + index * rest
+        pieces = split_audio(answer_audio(audio_s, self.tone), chunks)
+        timed = [(started + speech_s + i * rest, piece) for i, piece in enumerate(pieces)]
+        if lead:
+            timed.insert(0, (started + first_s, answer_audio(lead, tone=False)))
+        if truncate:
+            timed = timed[: max(1, len(timed) // 2)]
+        for index, (deadline, audio) in enumerate(timed):
             await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
             if self.body_format == "json":
                 continue

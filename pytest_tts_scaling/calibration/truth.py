@@ -31,7 +31,8 @@ class Truth:
     """The answer a correct qmax gives.
 
     `q_max`/`bracketed` as in the artifact. `failing_reason`: every measured rung fails for this
-    reason (then there is no Q_max). `endpoint_error`: the measurement must stop with an error
+    reason (then there is no Q_max). `error_kind`, `audible_after_ttfab_ms`: what the audio checks
+    must show. `endpoint_error`: the measurement must stop with an error
     about the endpoint instead of a Q_max. `source` says where the number came from.
     """
 
@@ -40,6 +41,10 @@ class Truth:
     source: str
     failing_reason: str | None = None
     endpoint_error: bool = False
+    # The rung above Q_max fails with errors of this kind (`audio_short`).
+    error_kind: str | None = None
+    # Every rung's time to first audible audio is this long after its TTFAB (p50 against p50).
+    audible_after_ttfab_ms: float | None = None
 
 
 def serial_qmax(service_s: float, first_audio_s: float, slo_ms: float) -> int:

@@ -10,6 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pytest_tts_scaling.option_table import add_to_argparse, specs_named
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -30,7 +32,8 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="Where the page is written. Default: the first artifact's name with .html, beside it.",
+        help="Where the page is written. Default: the first artifact's name with .html, in "
+        "--artifacts-dir (never beside a committed example).",
     )
     parser.add_argument(
         "--screenshot",
@@ -38,8 +41,9 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="PNG",
         help="Also open the page in headless Chromium at 1400x900 and save what the first "
-        "screen shows, without scrolling. Default: none.",
+        "screen shows, without scrolling; a bare file name goes beside the page. Default: none.",
     )
+    add_to_argparse(parser, specs_named("--artifacts-dir"))
     parser.set_defaults(func=run)
 
 
@@ -49,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.report.pages import answer_html, load_shown, view_for, write_page
 
     views = [view_for(load_shown(path)) for path in args.artifacts]
-    output: Path = args.output or args.artifacts[0].with_suffix(".html")
+    output: Path = (
+        args.output or args.tts_artifacts_dir / args.artifacts[0].with_suffix(".html").name
+    )
     if len(views) == 1:
         print(f"report: {write_page(views[0], output)}")
         return _screenshot(output, args.screenshot)
@@ -70,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
 def _screenshot(page: Path, png: Path | None) -> int:
     if png is None:
         return 0
+    if png.parent == Path():  # a bare name: beside the page, not in the working directory
+        png = page.parent / png
     from pytest_tts_scaling.report.browser import first_screen
 
     screen = first_screen(page, png)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 AUDIO_SHORT = "audio_short"
 AUDIO_SILENT = "audio_silent"
+AUDIO_ERRORS = frozenset({AUDIO_SHORT, AUDIO_SILENT})
 # An answer this much shorter than its text's answer at N=1 was cut (Kokoro's durations are
 # deterministic for a text, voice and speed; a resampled or re-chunked answer is not 10% shorter).
 TOLERANCE = 0.10
@@ -45,19 +46,23 @@ def levels(pcm: bytes | bytearray, chunk_bytes: Sequence[int], frame: int) -> tu
     frame's peak (the whole answer's where it is shorter than one frame).
 
     `chunk_bytes`: payload bytes per chunk in arrival order; a sample split across two chunks
-    counts in the one its last byte came in.
+    counts in the one its last byte came in. Vectorized: it runs on the event loop as each
+    request ends (about 0.1 ms for 5 s of audio).
     """
     samples = np.abs(np.frombuffer(pcm, dtype="<i2", count=len(pcm) // 2).astype(np.int32))
     if samples.size == 0:
         return [0] * len(chunk_bytes), 0
-    ends = np.minimum(np.fromiter(accumulate(chunk_bytes), dtype=np.int64) // 2, samples.size)
+    ends = np.minimum(np.cumsum(np.asarray(chunk_bytes, dtype=np.int64)) // 2, samples.size)
     starts = np.concatenate(([0], ends[:-1]))
-    peaks = [int(samples[a:b].max()) if b > a else 0 for a, b in zip(starts, ends, strict=True)]
+    peaks = np.zeros(len(chunk_bytes), dtype=np.int64)
+    filled = ends > starts
+    if filled.any():
+        peaks[filled] = np.maximum.reduceat(samples, starts[filled])
     whole = samples.size // frame
-    if whole == 0:
-        return peaks, int(samples.max())
-    floor = int(samples[: whole * frame].reshape(whole, frame).max(axis=1).min())
-    return peaks, floor
+    floor = (
+        samples.max() if whole == 0 else samples[: whole * frame].reshape(whole, frame).max(1).min()
+    )
+    return peaks.tolist(), int(floor)
 
 
 def audible_threshold(silence_level: int) -> int:
@@ -198,3 +203,18 @@ def judge_answers(
     if reference is None:
         return list(records), None
     return [reference.judged(k, r, is_reference=is_reference) for k, r in pairs], reference
+
+
+def quality_failure(
+    wer: float | None,
+    wer_at_c1: float | None,
+    max_wer: float | None,
+    max_increase: float | None,
+) -> bool:
+    """Whether a rung's word error rate breaks the quality SLO: above `max_wer`, or above the
+    same texts' WER at N=1 by more than `max_increase` (a limit that is None does not apply)."""
+    if wer is None:
+        return False
+    if max_wer is not None and wer > max_wer:
+        return True
+    return max_increase is not None and wer_at_c1 is not None and wer - wer_at_c1 > max_increase

@@ -173,7 +173,22 @@ class RawAudioDecoder(WavSkipper):
     """The body is audio, behind a WAV header when the bytes carry one."""
 
 
-class JsonFieldDecoder:
+class EmbeddedAudio:
+    """A body that carries its audio as a byte stream of its own (base64 in JSON lines or in
+    events), which may hold WAV headers too: `audio` counts and keeps it."""
+
+    audio: WavSkipper
+
+    @property
+    def wav_bytes_per_second(self) -> int | None:
+        return self.audio.wav_bytes_per_second
+
+    @property
+    def payload(self) -> bytearray:
+        return self.audio.payload
+
+
+class JsonFieldDecoder(EmbeddedAudio):
     """JSON lines (one object per line, streamed) or one JSON body, payload at a JMESPath."""
 
     def __init__(self, field: Any, encoding: str, streamed: bool):
@@ -183,14 +198,6 @@ class JsonFieldDecoder:
         self.buffer = bytearray()
         # base64 audio is a byte stream of its own, which may carry WAV headers too.
         self.audio = WavSkipper()
-
-    @property
-    def wav_bytes_per_second(self) -> int | None:
-        return self.audio.wav_bytes_per_second
-
-    @property
-    def payload(self) -> bytearray:
-        return self.audio.payload
 
     def feed(self, data: bytes) -> int:
         self.buffer += data
@@ -236,7 +243,7 @@ def field_payload(document: Any, field: Any, encoding: str, audio: WavSkipper) -
     return len(json.dumps(value).encode())
 
 
-class EventStreamDecoder:
+class EventStreamDecoder(EmbeddedAudio):
     """Server-sent events (text/event-stream) whose JSON data carries the payload at a JMESPath.
 
     An event is its `data:` lines up to a blank line. The answer ends with `end_event` (named by
@@ -253,14 +260,6 @@ class EventStreamDecoder:
         self.event = b""
         self.ended = False
         self.audio = WavSkipper()
-
-    @property
-    def wav_bytes_per_second(self) -> int | None:
-        return self.audio.wav_bytes_per_second
-
-    @property
-    def payload(self) -> bytearray:
-        return self.audio.payload
 
     def feed(self, data: bytes) -> int:
         self.buffer += data

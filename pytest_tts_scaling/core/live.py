@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
@@ -171,6 +171,40 @@ def predict(traffic: LiveTraffic, curve: ServiceCurve, slo_ms: float) -> Predict
         worst_p95_ms=float(np.mean(worst)),
         first_capacity_s=float(np.mean(known)) if known else None,
     )
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One request a fleet's router sent: where, how busy that instance was, how it ended."""
+
+    at_ns: int
+    target: str
+    in_flight_before: float
+    status: str
+
+
+@dataclass(frozen=True)
+class FleetEvent:
+    """`out` (a scale-out decision), `ready`, `first_served`, `in` (scale-in), `stopped`."""
+
+    at_ns: int
+    kind: str
+    target: str | None
+    serving: int
+    metric: float | None = None
+
+
+@dataclass
+class FleetLog:
+    """What a fleet did during a run, as the local fleet logs it and as `aws/live.py` reads a
+    deployed one back: one record for the checks below, whichever fleet it was."""
+
+    initial: list[str] = field(default_factory=list)
+    events: list[FleetEvent] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[FleetEvent]:
+        return [e for e in self.events if e.kind == kind]
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,8 @@ class Rung(_Model):
     instance_count: int | None = None
     client: ClientTiming | None = None
     # Goodput (issue 12): every request started in the window counts.
-    # `slo` (p95 above the SLO) or `errors` (more than 1% of requests ended without audio).
+    # `slo` (p95 above the SLO), `errors` (more than 1% of requests ended without audio) or `wer`
+    # (the quality SLO: --max-wer, --max-wer-increase).
     fail_reason: str | None = None
     # Requests of the window that ended without audio, by kind (`no_audio`, `http_500`, …).
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
@@ -191,6 +192,11 @@ class Rung(_Model):
     # Time to first audible audio: the first chunk above the endpoint's silence level at N=1
     # (TTFAB is still the first audio byte); None without a reference or an audible one.
     audible_ms: Summary | None = None
+    # With --wer-sample: the word error rate of a few of the rung's answers against their texts,
+    # the same texts' WER at N=1, and how many answers were transcribed.
+    wer: float | None = None
+    wer_at_c1: float | None = None
+    wer_sampled: int = Field(default=0, ge=0)
     # The host's 1-minute load average when the rung ended (a local run shares its host).
     load_avg_1m: float | None = None
     # Fewer completions than a p95 needs (ladder.MIN_COMPLETIONS), even after extending.

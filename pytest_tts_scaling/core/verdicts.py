@@ -1,7 +1,8 @@
 """Rung verdicts and Q_max (docs/method.md). Pure: no I/O, no clock.
 
 Goodput: every request that started in the measure window counts. One that ended without audio
-(an error, a timeout, an answer with no audio) counts as a TTFAB above the SLO in the p95, and
+(an error, a timeout, an answer with no audio, or with audio the checks found short or silent
+against the endpoint's own at N=1) counts as a TTFAB above the SLO in the p95, and
 more than 1% of them fail the rung with reason `errors`. A request cut after waiting the stall
 bound for its answer's body while the endpoint answered others (`waited_past_bound`) is slow, not
 an error: above the SLO in the p95, and not among the errors. Rejections (503/408/429) mean the
@@ -15,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_tts_scaling.core.audio import AUDIO_ERRORS
 from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
-from pytest_tts_scaling.core.schema import Interval, Rung
+from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
 
 # A closed loop whose time-weighted in-flight is more than this far below N did not hold N.
@@ -89,8 +91,9 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
     lag, bound = inputs.client_lag_p99_ms, inputs.client_lag_bound_ms
     if lag is not None and bound is not None and lag > bound:
         return "client_saturated"
-    if not ok and not any(waited_past_bound(r) for r in window):
-        return "nothing_completed"  # (every request waiting past the bound is a clear failure)
+    if not ok and not any(waited_past_bound(r) or answered_wrong(r) for r in window):
+        # (every request waiting past the bound, or answered with wrong audio, is a clear failure)
+        return "nothing_completed"
     if rejected / len(window) > MAX_REJECTED_SHARE:
         return "gate_limited"
     if too_many_errors(window):
@@ -108,6 +111,11 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
 def waited_past_bound(record: RequestRecord) -> bool:
     """Cut after waiting the stall bound for its answer's body while others were answered."""
     return record.error_code == WAITED_PAST_BOUND
+
+
+def answered_wrong(record: RequestRecord) -> bool:
+    """Answered in full, but the audio checks found it short or silent (core/audio.py)."""
+    return record.error_code in AUDIO_ERRORS
 
 
 def without_audio(window: Sequence[RequestRecord]) -> list[RequestRecord]:
@@ -199,7 +207,7 @@ def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> Interval | 
 def clearly_above(rung: Rung, slo_ms: float) -> bool:
     """A failure more data would not turn into a pass: errors, or a p95 interval above the SLO."""
     interval = rung.ttfab_p95_ci_ms
-    return rung.fail_reason == "errors" or (interval is not None and interval.low > slo_ms)
+    return rung.fail_reason in ("errors", "wer") or (interval is not None and interval.low > slo_ms)
 
 
 def word(rung: Rung) -> str:
@@ -258,7 +266,7 @@ def holds_slo(rung: Rung, slo_ms: float) -> bool:
     interval = rung.ttfab_p95_ci_ms
     return (
         rung.usable
-        and rung.fail_reason != "errors"
+        and rung.fail_reason not in ("errors", "wer")
         and interval is not None
         and interval.low <= slo_ms <= interval.high
     )
@@ -297,3 +305,71 @@ def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
         ):
             fallen.append(rung.concurrency)
     return fallen
+
+
+def doubt_line(a: QmaxArtifact) -> str | None:
+    """Why the answer is inconclusive and what would settle it; None when it is not."""
+    by_c = {r.concurrency: r for r in a.rungs}
+    held = [by_c[c] for c in a.inconclusive if c in by_c]
+    if not held:
+        return None
+    parts = []
+    for rung in held:
+        interval = rung.ttfab_p95_ci_ms
+        assert interval is not None  # inconclusive_rungs keeps only rungs with an interval
+        verdict = "pass" if rung.meets_slo else "failure"
+        parts.append(
+            f"N={rung.concurrency}'s {verdict} (p95 interval {interval.low:.0f}-"
+            f"{interval.high:.0f} ms, after {rung.extensions} extension(s))"
+        )
+    measure = a.settings.get("measure_s")
+    now = f" (this run: {measure:g} s)" if isinstance(measure, int | float) else ""
+    verb = "holds" if len(parts) == 1 else "hold"
+    return (
+        f"qmax: INCONCLUSIVE: {'; '.join(parts)} still {verb} the SLO {a.slo_ms:g} ms: a longer "
+        f"--measure-s{now} or a quieter host would settle it"
+    )
+
+
+def verdict_words(a: QmaxArtifact) -> str:
+    """What the run found, in words that cannot contradict each other; INCONCLUSIVE when the
+    rungs it rests on still hold the SLO inside their p95 interval (:func:`doubt_line`)."""
+    words = _verdict(a)
+    return f"{words}, INCONCLUSIVE" if a.inconclusive else words
+
+
+def _verdict(a: QmaxArtifact) -> str:
+    failing = [r for r in a.rungs if r.usable and not r.meets_slo]
+    if a.q_max is None:
+        if failing and all(r.fail_reason == "errors" for r in failing):
+            kinds = sorted({k for r in failing for k in r.errors_by_kind})
+            return f"no rung met the SLO: requests ended without audio ({', '.join(kinds)})"
+        if not any(r.usable for r in a.rungs):
+            return "no rung could be judged (every rung unusable)"
+        return "no rung met the SLO"
+    if a.q_max_bracketed:
+        above = min(
+            (r for r in failing if r.concurrency > (a.q_max or 0)), key=lambda r: r.concurrency
+        )
+        why = fail_words(above, a.slo_ms)
+        return f"Q_max {a.q_max} (bracketed: N={above.concurrency} failed, {why})"
+    return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
+
+
+def fail_words(rung: Rung, slo_ms: float) -> str:
+    if rung.fail_reason == "errors":
+        share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
+        kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
+        what = (
+            "with audio short or silent against N=1's"
+            if (set(rung.errors_by_kind) <= AUDIO_ERRORS)
+            else "without audio"
+        )
+        return f"{share:.1f}% of requests {what}: {kinds}"
+    if rung.fail_reason == "wer":
+        return (
+            f"word error rate {rung.wer or 0.0:.2f} against {rung.wer_at_c1 or 0.0:.2f} at N=1 "
+            f"({rung.wer_sampled} answers transcribed)"
+        )
+    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
+    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import h11
@@ -33,6 +33,7 @@ import h11
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.streamserver import close_quietly, serve
 from pytest_tts_scaling.core.autoscaler import Autoscaler, Policy
+from pytest_tts_scaling.core.live import Dispatch, FleetEvent, FleetLog
 from pytest_tts_scaling.core.records import AudioFormat, RequestSpec, StreamTimer
 from pytest_tts_scaling.load.transports import Transport
 from pytest_tts_scaling.load.transports.balanced import LeastOutstandingTransport
@@ -43,37 +44,6 @@ from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 STEPS_PER_PERIOD = 4
 SAMPLES_PER_STEP = 5
 READ_SIZE = 65536
-
-
-@dataclass(frozen=True)
-class Dispatch:
-    """One request the router sent: where, how busy that instance was, how it ended."""
-
-    at_ns: int
-    target: str
-    in_flight_before: float
-    status: str
-
-
-@dataclass(frozen=True)
-class FleetEvent:
-    """`out` (a scale-out decision), `ready`, `first_served`, `in` (scale-in), `stopped`."""
-
-    at_ns: int
-    kind: str
-    target: str | None
-    serving: int
-    metric: float | None = None
-
-
-@dataclass
-class FleetLog:
-    initial: list[str] = field(default_factory=list)
-    events: list[FleetEvent] = field(default_factory=list)
-    dispatches: list[Dispatch] = field(default_factory=list)
-
-    def of(self, kind: str) -> list[FleetEvent]:
-        return [e for e in self.events if e.kind == kind]
 
 
 class FleetRouter(LeastOutstandingTransport):

@@ -56,6 +56,8 @@ MakeRequest = Callable[[int, int], RequestSpec]
 # Given the requests that ended in the window and its length (s): how many seconds more it needs
 # (0: none).
 ShouldExtend = Callable[[list[RequestRecord], float], float]
+# A delivered answer and its audio bytes, as the request ends (for checks run after the rung).
+OnAudio = Callable[[RequestRecord, bytes], None]
 # Given the window's start and now (monotonic ns): whether what the window holds so far already
 # decides the rung, so it can end now.
 ShouldEnd = Callable[[int, int], bool]
@@ -92,12 +94,14 @@ class ClosedLoop:
         label: int | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
         stall_s: float | None = None,
+        on_audio: OnAudio | None = None,
     ):
         self.transport = transport
         self.make_request = make_request
         self.concurrency = concurrency
         self.label = concurrency if label is None else label
         self.on_record = on_record
+        self.on_audio = on_audio
         self.stall_s = stall_s
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         self.records: list[RequestRecord] = []
@@ -165,10 +169,12 @@ class ClosedLoop:
             if task.done() and not task.cancelled() and (error := task.exception()) is not None:
                 raise error
 
-    def _keep(self, record: RequestRecord) -> None:
+    def _keep(self, record: RequestRecord, timer: StreamTimer) -> None:
         self.records.append(record)
         if record.status == "ok":
             self._last_answer_ns = record.end_ns
+            if self.on_audio is not None and timer.decoder is not None:
+                self.on_audio(record, bytes(timer.decoder.payload))
         if self.on_record is not None:
             self.on_record(record)
 
@@ -221,7 +227,7 @@ class ClosedLoop:
                     seq += 1
                     timer = StreamTimer(spec.audio, decoder=spec.decoder())
                     timer.failed(exc)
-                    self._keep(self._record(timer, spec, index))
+                    self._keep(self._record(timer, spec, index), timer)
                 await asyncio.sleep(REJECTION_BACKOFF_S)
             except Exception as exc:  # a broken session is reopened; the error is reported
                 self.session_errors.append(f"worker {index}: {type(exc).__name__}: {exc}")
@@ -249,7 +255,7 @@ class ClosedLoop:
             if timer.start_ns is not None:
                 if timer.end_ns is None:
                     timer.finished("timeout", "cancelled_at_drain")
-                self._keep(self._record(timer, spec, index))
+                self._keep(self._record(timer, spec, index), timer)
         return timer
 
     def _record(self, timer: StreamTimer, spec: RequestSpec, index: int) -> RequestRecord:
@@ -308,6 +314,7 @@ async def run_rung(
     should_end: ShouldEnd | None = None,
     stall_s: float | None = None,
     on_record: Callable[[RequestRecord], None] | None = None,
+    on_audio: OnAudio | None = None,
     clock: WindowClock | None = None,
 ) -> RungRun:
     """Hold `concurrency` workers for `hold_s`; the last `measure_s` is the measured window.
@@ -327,6 +334,7 @@ async def run_rung(
             concurrency=concurrency,
             stall_s=stall_s,
             on_record=on_record,
+            on_audio=on_audio,
         )
         started = time.perf_counter_ns()
         window_start = started + int((hold_s - measure_s) * 1e9)

@@ -22,12 +22,14 @@ DITHER = 1.0  # standard deviation, in int16 quanta
 
 
 @functools.cache
-def _decoder() -> Any:
+def decoder() -> Any:
+    """pocketsphinx with its bundled en-us model, loaded once; a missing extra is one line."""
     try:
         from pocketsphinx import Decoder
     except ImportError as exc:
         raise InputError(
-            "the word error check needs pocketsphinx: pip install 'pytest-tts-scaling[quality]'"
+            "--wer-sample needs pocketsphinx: expected it installed "
+            "(pip install 'pytest-tts-scaling[quality]')"
         ) from exc
     return Decoder(samprate=MODEL_RATE, loglevel="FATAL")
 
@@ -58,9 +60,9 @@ def transcribe(samples: npt.ArrayLike, sample_rate: int) -> str:
         return ""
     dither = np.random.default_rng(0).normal(0.0, DITHER, signal.size)
     pcm = np.clip(np.rint(signal + dither), -32768, 32767).astype("<i2")
-    decoder = _decoder()
-    decoder.start_utt()
-    decoder.process_raw(pcm.tobytes(), full_utt=True)
-    decoder.end_utt()
-    hypothesis = decoder.hyp()
+    recognizer = decoder()
+    recognizer.start_utt()
+    recognizer.process_raw(pcm.tobytes(), full_utt=True)
+    recognizer.end_utt()
+    hypothesis = recognizer.hyp()
     return "" if hypothesis is None else str(hypothesis.hypstr)

@@ -20,6 +20,7 @@ from pytest_tts_scaling.core.schema import (
     Stage,
     TtotalArtifact,
 )
+from pytest_tts_scaling.core.verdicts import verdict_words
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome
@@ -101,11 +102,12 @@ def made_by_dev_model(artifact: Artifact) -> bool:
 
 
 def rung_table_html(artifact: QmaxArtifact) -> str:
-    """Every rung and every per-request metric: the long tables below the answer."""
+    """Every rung and every per-request metric: the long tables below the answer, under the
+    verdict in the words the terminal says (`verdict_words`)."""
     note = UNTRAINED_NOTE if made_by_dev_model(artifact) else None
     if made_by_synthetic_engine(artifact):
         note = SYNTHETIC_NOTE
-    return render("rungs.html.j2", artifact=artifact, note=note)
+    return render("rungs.html.j2", artifact=artifact, note=note, verdict=verdict_words(artifact))
 
 
 def stages_table_html(artifact: TtotalArtifact) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pytest_tts_scaling.artifacts import write_atomic
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
-from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL
+from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL, doubt_line
 from pytest_tts_scaling.report.extras import (
     UNTRAINED_NOTE,
     Artifact,
@@ -33,7 +33,6 @@ from pytest_tts_scaling.report.plots import (
     underrun_svg,
     waterfall_svg,
 )
-from pytest_tts_scaling.steps.qmax_words import doubt_line
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome

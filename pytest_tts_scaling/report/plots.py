@@ -81,11 +81,12 @@ def finish(
 ) -> str:
     """Labels, legend, grid and the title (naming the development model), then the SVG.
 
-    The x axis counts requests, so its ticks are whole numbers.
+    The x axis counts requests, so its ticks are whole numbers, even where the axis spans less
+    than two of them (one rung).
     """
     from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if legend is not None:
@@ -93,6 +94,14 @@ def finish(
     ax.grid(alpha=0.3)
     set_title(ax, title, artifact)
     return figure_svg(fig)
+
+
+def headroom(ax: Any, values: Sequence[float]) -> None:
+    """The y axis from 0 to a tenth above the highest finite value, so no marker is cut by the
+    top edge; 1 when there is nothing above 0 (not a span of ±0.04 around nothing)."""
+    finite = [v for v in values if math.isfinite(v)]
+    top = max(finite, default=0.0)
+    ax.set_ylim(0, top * 1.1 if top > 0 else 1.0)
 
 
 def _value(x: float | None) -> float:
@@ -119,7 +128,8 @@ def _q_max_marks(ax: Any, artifact: QmaxArtifact, rungs: Sequence[Rung]) -> None
 
 def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> str:
     """p95 TTFAB against N with its confidence band, the SLO and the Q_max bracket; the p95 time
-    to first audible audio beside it where the audio checks had an audible reference."""
+    to first audible audio beside it where the audio checks had an audible reference, and the
+    word error rate on a right-hand axis where the run transcribed answers."""
     fig, ax = new_figure(14, 3.6)
     rungs = _rungs(artifact)
     xs = [r.concurrency for r in rungs]
@@ -165,6 +175,7 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
     ax.axhline(artifact.slo_ms, color="tab:red", linestyle="--", label=f"SLO {artifact.slo_ms:g}")
     _q_max_marks(ax, artifact, rungs)
     ax.set_ylim(bottom=0)
+    _wer_axis(ax, rungs)
     return finish(
         fig,
         ax,
@@ -174,6 +185,25 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
         xlabel="concurrent requests N (closed loop)",
         ylabel="TTFAB (ms)",
     )
+
+
+def _wer_axis(ax: Any, rungs: Sequence[Rung]) -> None:
+    """With --wer-sample: the rungs' word error rate on a right-hand axis, in the same legend."""
+    with_wer = [r for r in rungs if r.wer is not None]
+    if not with_wer:
+        return
+    right = ax.twinx()
+    right.plot(
+        [r.concurrency for r in with_wer],
+        [r.wer for r in with_wer],
+        "D-",
+        color="tab:purple",
+        label="word error rate (right)",
+    )
+    right.set_ylabel("word error rate")
+    right.set_ylim(bottom=0, top=max(1.0, *(r.wer or 0.0 for r in with_wer)))
+    # One legend for both axes: the line joins the left axis's handles.
+    ax.plot([], [], "D-", color="tab:purple", label="word error rate (right)")
 
 
 def throughput_svg(artifact: QmaxArtifact) -> str:
@@ -200,7 +230,7 @@ def throughput_svg(artifact: QmaxArtifact) -> str:
     except ValueError:
         pass  # no usable rung: no curve, no knee
     _q_max_marks(ax, artifact, rungs)
-    ax.set_ylim(bottom=0)
+    headroom(ax, [r.throughput_rps for r in rungs] + little)
     return finish(
         fig,
         ax,
@@ -268,6 +298,7 @@ def underrun_svg(artifact: QmaxArtifact) -> str:
     fig, ax = new_figure(14, 3.0)
     rungs = _rungs(artifact)
     _quantile_boxes(ax, rungs, "underrun_ms", "tab:orange")
+    headroom(ax, [_value(r.underrun_ms.max) for r in rungs if r.underrun_ms is not None])
     if not any(r.underrun_ms for r in rungs):
         ax.text(
             0.5, 0.5, "no underrun measured in this artifact", transform=ax.transAxes, ha="center"

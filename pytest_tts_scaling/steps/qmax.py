@@ -22,13 +22,19 @@ from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
-from pytest_tts_scaling.core.verdicts import falls_in_p95, inconclusive_rungs, select_qmax
+from pytest_tts_scaling.core.verdicts import (
+    falls_in_p95,
+    inconclusive_rungs,
+    select_qmax,
+    verdict_words,
+)
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
+from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 from pytest_tts_scaling.steps.qmax_rung import (
     PROGRESS_EVERY_S,
     Progress,
@@ -41,7 +47,6 @@ from pytest_tts_scaling.steps.qmax_words import (
     client_saturation_lines,
     progress_line,
     trust_lines,
-    verdict_words,
 )
 
 # The health probes (before rung 1, and after a rung that heard no audio) wait longer than a
@@ -193,6 +198,9 @@ def run_ladder(
                 "texts": len(workload.texts),
                 "voices": list(workload.voices),
                 "format": workload.format,
+                "wer_sample": run.wer_sample,
+                "max_wer": run.max_wer if run.wer_sample else None,
+                "max_wer_increase": run.max_wer_increase if run.wer_sample else None,
                 **({"request": workload.request_summary} if workload.request_summary else {}),
             },
             runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
@@ -211,6 +219,9 @@ def run_ladder(
         raise error
 
     reference: AudioReference | None = None
+    quality = (
+        QualityCheck(run.wer_sample, run.max_wer, run.max_wer_increase) if run.wer_sample else None
+    )
     measured = 0
     for run_index in range(1, run.runs + 1):
         rungs: list[Rung] = []
@@ -234,6 +245,7 @@ def run_ladder(
                 eta_s=eta_s,
                 stall_s=stall_s,
                 reference=reference,
+                quality=quality,
             )
             seen = silence_after(
                 endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s

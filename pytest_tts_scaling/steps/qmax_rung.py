@@ -36,6 +36,7 @@ from pytest_tts_scaling.load.monitor import client_lag_bound_ms
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.steps.qmax_health import learn_admission_bound
+from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 
 # A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
 MAX_EXTENSIONS = 2
@@ -74,19 +75,24 @@ def measure_rung(
     eta_s: Callable[[float], float],
     stall_s: float,
     reference: AudioReference | None = None,
+    quality: QualityCheck | None = None,
 ) -> tuple[Rung, RungRun, AudioReference | None]:
     """The judged rung, what the engine heard during it (its answers judged against the audio
     `reference`), and the reference: the first rung at N=1 makes it. Progress lines while it runs.
 
     `stall_s`: how long a request may wait for its first audio (engine.stall_bound_s).
+    `quality`: with --wer-sample, a few answers are kept and transcribed after the rung.
     """
     concurrency = step.concurrency
     before = endpoint.instance_count()
     inputs: list[dict[str, object]] = []
+    texts: dict[str, str | None] = {}
+    on_audio, kept = quality.keeper(concurrency, texts) if quality else (None, {})
 
     def make_request(worker: int, seq: int) -> RequestSpec:
         spec = workload.request(concurrency, worker, seq)
         inputs.append(spec.input_row(rung=concurrency, worker=worker, seq=seq))
+        texts[spec.request_id] = spec.text
         return spec
 
     heard: list[RequestRecord] = []
@@ -143,6 +149,7 @@ def measure_rung(
                     should_end=clear_failure_rule(concurrency, settings.slo_ms, heard),
                     stall_s=stall_s,
                     on_record=heard.append,
+                    on_audio=on_audio,
                     clock=clock,
                 )
             finally:
@@ -151,7 +158,8 @@ def measure_rung(
     result = asyncio.run(measure())
     after = endpoint.instance_count()
     keys: dict[str, TextKey] = {
-        str(row["request_id"]): (_str(row["text"]), _str(row["voice"])) for row in inputs
+        str(row["request_id"]): (texts[str(row["request_id"])], _str(row["voice"]))
+        for row in inputs
     }
     result.records, reference = judge_answers(reference, concurrency, result.records, keys)
     learn_admission_bound(endpoint, result.records, f"at N={concurrency}")
@@ -187,7 +195,10 @@ def measure_rung(
         "few_samples": rung.completed < MIN_COMPLETIONS,
         "load_avg_1m": load_average(),
     }
-    return rung.model_copy(update=update), result, reference
+    rung = rung.model_copy(update=update)
+    if quality is not None:
+        rung = quality.judge(rung, kept, {r.request_id for r in started_in_window(result)})
+    return rung, result, reference
 
 
 def _str(value: object) -> str | None:

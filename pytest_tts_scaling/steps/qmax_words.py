@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
-from pytest_tts_scaling.core.verdicts import MAX_MEASUREMENTS
+from pytest_tts_scaling.core.verdicts import (
+    MAX_MEASUREMENTS,
+    doubt_line,
+    verdict_words,
+)
 from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
 
@@ -59,55 +63,6 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
     return lines
 
 
-def verdict_words(a: QmaxArtifact) -> str:
-    """What the run found, in words that cannot contradict each other; INCONCLUSIVE when the
-    rungs it rests on still hold the SLO inside their p95 interval (:func:`doubt_line`)."""
-    words = _verdict(a)
-    return f"{words}, INCONCLUSIVE" if a.inconclusive else words
-
-
-def doubt_line(a: QmaxArtifact) -> str | None:
-    """Why the answer is inconclusive and what would settle it; None when it is not."""
-    by_c = {r.concurrency: r for r in a.rungs}
-    held = [by_c[c] for c in a.inconclusive if c in by_c]
-    if not held:
-        return None
-    parts = []
-    for rung in held:
-        interval = rung.ttfab_p95_ci_ms
-        assert interval is not None  # inconclusive_rungs keeps only rungs with an interval
-        verdict = "pass" if rung.meets_slo else "failure"
-        parts.append(
-            f"N={rung.concurrency}'s {verdict} (p95 interval {interval.low:.0f}-"
-            f"{interval.high:.0f} ms, after {rung.extensions} extension(s))"
-        )
-    measure = a.settings.get("measure_s")
-    now = f" (this run: {measure:g} s)" if isinstance(measure, int | float) else ""
-    verb = "holds" if len(parts) == 1 else "hold"
-    return (
-        f"qmax: INCONCLUSIVE: {'; '.join(parts)} still {verb} the SLO {a.slo_ms:g} ms: a longer "
-        f"--measure-s{now} or a quieter host would settle it"
-    )
-
-
-def _verdict(a: QmaxArtifact) -> str:
-    failing = [r for r in a.rungs if r.usable and not r.meets_slo]
-    if a.q_max is None:
-        if failing and all(r.fail_reason == "errors" for r in failing):
-            kinds = sorted({k for r in failing for k in r.errors_by_kind})
-            return f"no rung met the SLO: requests ended without audio ({', '.join(kinds)})"
-        if not any(r.usable for r in a.rungs):
-            return "no rung could be judged (every rung unusable)"
-        return "no rung met the SLO"
-    if a.q_max_bracketed:
-        above = min(
-            (r for r in failing if r.concurrency > (a.q_max or 0)), key=lambda r: r.concurrency
-        )
-        why = fail_words(above, a.slo_ms)
-        return f"Q_max {a.q_max} (bracketed: N={above.concurrency} failed, {why})"
-    return f"Q_max {a.q_max} (lower bound: no rung above it failed clearly)"
-
-
 def no_qmax_message(artifact: QmaxArtifact) -> str:
     """Why no rung passed, naming errors apart from latency (a broken endpoint is not slow)."""
     first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
@@ -121,15 +76,6 @@ def no_qmax_message(artifact: QmaxArtifact) -> str:
     causes = [line.removeprefix("qmax: ") for line in trust_lines(artifact)]
     advice = "; ".join(causes) or "raise --slo-ms, or find out why one request alone is this slow"
     return f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
-
-
-def fail_words(rung: Rung, slo_ms: float) -> str:
-    if rung.fail_reason == "errors":
-        share = 100.0 * rung.failed / max(1, rung.failed + rung.completed + rung.rejected)
-        kinds = ", ".join(f"{k} {n}" for k, n in rung.errors_by_kind.items())
-        return f"{share:.1f}% of requests without audio: {kinds}"
-    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
-    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"
 
 
 def describe_schedule(settings: ResolvedOptions) -> list[str]:

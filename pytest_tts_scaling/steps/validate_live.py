@@ -34,12 +34,19 @@ from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import save, write_atomic
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer
 from pytest_tts_scaling.core import arrivals, live
-from pytest_tts_scaling.core.live import Check, LiveTraffic, Prediction, live_traffic, predict
+from pytest_tts_scaling.core.live import (
+    Check,
+    FleetLog,
+    LiveTraffic,
+    Prediction,
+    live_traffic,
+    predict,
+)
 from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
 from pytest_tts_scaling.core.timeline import DEFAULT_POLICY_LAG_S, iso
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.fleet.localfleet import FleetLog, LocalFleet
+from pytest_tts_scaling.fleet.localfleet import LocalFleet
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.aws.clients import AwsClients

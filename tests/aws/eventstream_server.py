@@ -107,6 +107,21 @@ class EventStreamServer(ThreadingHTTPServer):
         self.received: list[Received] = []
         self.in_flight = 0  # requests being answered now, as CloudWatch's concurrency counts them
         self._counting = threading.Lock()
+        self._switch: tuple[str, int, Script] | None = None
+
+    def switch_after(self, name: str, requests: int, script: Script) -> None:
+        """Answer endpoint `name` with `script` from the `requests`-th request on from now: a
+        change of behaviour tied to the traffic the server sees, not to a timer."""
+        with self._counting:
+            self._switch = (name, len(self.received) + requests, script)
+
+    def received_one(self, received: Received) -> None:
+        with self._counting:
+            self.received.append(received)
+            if self._switch is not None and len(self.received) >= self._switch[1]:
+                name, _, script = self._switch
+                self.scripts[name] = script
+                self._switch = None
 
     def count(self, delta: int) -> None:
         with self._counting:
@@ -135,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
-        self.server.received.append(Received(self.path, dict(self.headers), body))
+        self.server.received_one(Received(self.path, dict(self.headers), body))
         parts = self.path.strip("/").split("/")
         script = self.server.scripts.get(parts[1] if len(parts) > 1 else "", Script())
         if script.error_status is not None:

@@ -7,7 +7,6 @@ delay), as the load is split over two instances.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -108,6 +107,9 @@ def settings_for(endpoint: str, tmp_path: Path, **overrides: Any) -> ResolvedOpt
 
 SLOW = Script(messages=[(0.25, payload_part(PCM))])  # one instance, overloaded: TTFAB ~250 ms
 FAST = Script(messages=[(0.01, payload_part(PCM))])  # two instances: TTFAB ~10 ms
+# The new instance takes half the probe once the probe has had this many more slow answers
+# after it entered service: the recovery follows traffic, never a timer.
+SLOW_AFTER_IN_SERVICE = 4
 
 
 def test_forced_scale_out_end_to_end(
@@ -122,7 +124,7 @@ def test_forced_scale_out_end_to_end(
     runtime.scripts[d.endpoint] = SLOW
 
     def share_the_load() -> None:  # the new instance takes half the probe, a little later
-        threading.Timer(0.6, runtime.scripts.__setitem__, (d.endpoint, FAST)).start()
+        runtime.switch_after(d.endpoint, SLOW_AFTER_IN_SERVICE, FAST)
 
     sim = Provisioning(fake_clock, d.endpoint, on_in_service=share_the_load).install(clients)
     settings = settings_for(d.endpoint, tmp_path)
@@ -163,11 +165,12 @@ def test_forced_scale_out_end_to_end(
     assert elapsed["in_service"] == 250.0  # the ActivatingTraffic StartTime, not the poll
     assert not by_stage["in_service"].bounded
     assert "ActivatingTraffic" in by_stage["in_service"].source
-    # Seen in service at 255 s (fake); the probe stays slow for 0.6 s (real) more, and no full
-    # 0.3 s window within that time is under the threshold.
+    # Seen in service at 255 s (fake); the probe's next answers stay slow (SLOW_AFTER_IN_SERVICE
+    # of them), so the first full 0.3 s window under the threshold ends later still; the stage
+    # being there at all says it recovered within the recovery grace, however busy the host.
     recovered = elapsed["traffic_recovered"]
     assert recovered is not None
-    assert 255.25 <= recovered < 265.0
+    assert recovered >= 255.25
     assert artifact.dominant_stage == "instance_logging"
     assert artifact.t_measured_s == pytest.approx(recovered, abs=1e-3)
     assert artifact.policy_lag_bound_s == 60.0  # 10 s x 3 + the deployed 30 s cooldown

@@ -63,6 +63,9 @@ PCM = b"\x01\x00" * 2400  # 0.1 s at 24 kHz
 MEASURED = Script([(0.1, payload_part(PCM)), (0.02, payload_part(PCM))])
 SLOW = Script([(0.4, payload_part(PCM))])
 FAST = Script([(0.01, payload_part(PCM))])
+# The new instance takes half the probe once the probe has had this many more slow answers
+# after it entered service: the recovery follows traffic, never a timer.
+SLOW_AFTER_IN_SERVICE = 4
 # Enough for a judged rung on a busy machine: about 8 completions a second per stream at N=1.
 SHORT_LADDER = ("--ladder", "1,2", "--hold-s", "6", "--measure-s", "4", "--gap-s", "0")
 PROBE = ("--hold-s", "0.5", "--measure-s", "0.3")
@@ -206,7 +209,7 @@ def test_the_walkthrough_runs_as_printed_against_moto(
     runtime.scripts[fixed_name] = SLOW
 
     def share_the_load() -> None:
-        threading.Timer(0.6, runtime.scripts.__setitem__, (fixed_name, FAST)).start()
+        runtime.switch_after(fixed_name, SLOW_AFTER_IN_SERVICE, FAST)
 
     Provisioning(clock, fixed_name, on_in_service=share_the_load).install(clients)
     monkeypatch.setattr("pytest_tts_scaling.endpoints.sagemaker.AwsClients", lambda: clients)

@@ -239,14 +239,13 @@ def fleet_cost(f: Facts) -> Finding:
         f"between trough and peak costs {day.instance_hours:.0f} instance-hours."
     )
     if naive is not None and s_mean:
+        short = (
+            f", {f.max_instances / max(naive, 1):.0f}x too few" if naive < f.max_instances else ""
+        )
         detail += (
-            f" rps x S_mean / C_scale_max would give {naive} instance(s): it assumes an "
-            f"instance completes C_scale_max / S_mean = {f.c_max / s_mean:.0f}/s"
-            + (
-                f", {f.max_instances / max(naive, 1):.0f}x too few."
-                if naive < f.max_instances
-                else "."
-            )
+            f" rps x S_mean / C_scale_max would give {naive} instance(s){short}: it assumes an "
+            f"instance completes C_scale_max / S_mean = {f.c_max / s_mean:.0f}/s, where it "
+            f"completes {f.per_instance:g}/s."
         )
     gap = abs(f.measured_x - f.little_x) / max(f.measured_x, f.little_x)
     if gap > LITTLE_TOLERANCE:
