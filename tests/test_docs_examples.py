@@ -24,7 +24,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,7 +97,9 @@ def test_every_block_is_tagged_and_every_shell_block_is_accounted_for() -> None:
         assert block.kind == "run" or block.note, f"{block.where}: say why it is {block.kind}"
 
 
-def test_blocks_left_out_are_counted_and_listed(record_property: pytest.RecordProperty) -> None:
+def test_blocks_left_out_are_counted_and_listed(
+    record_property: Callable[[str, object], None],
+) -> None:
     left_out = [b for b in SHELL_BLOCKS if b.kind == "not-run"]
     listing = "\n".join(f"  {b.where}: {b.note}" for b in left_out)
     record_property("not_run", listing)
