@@ -138,3 +138,9 @@ def tts_report(request: pytest.FixtureRequest) -> ReportExtras:
     extras = ReportExtras()
     request.node.stash[EXTRAS_KEY] = extras
     return extras
+
+
+# The fixtures this module gives every test (all named `tts_…`): a test that uses one measures.
+PUBLIC = frozenset(
+    name for name, value in dict(globals()).items() if name.startswith("tts_") and callable(value)
+)

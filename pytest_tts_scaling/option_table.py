@@ -1,8 +1,11 @@
 """The option table: every flag of the plugin and of `tts-bench`, with the parser of its value.
 
-The same table feeds pytest's option group and argparse, so `pytest -m qmax --ladder …` and
-`tts-bench qmax --ladder …` accept the same words and fail with the same messages. What the
-parsed values become is :class:`~pytest_tts_scaling.options.RunOptions`.
+The same table feeds pytest's option group and argparse, so `pytest -m qmax --tts-ladder …` and
+`tts-bench qmax --ladder …` accept the same values and fail with the same messages. Under pytest
+every option but `--endpoint` and `--endpoint-url` carries the `--tts-` prefix (the options live in
+every pytest session of the environment, beside other plugins'); `tts-bench` owns its command line
+and keeps the bare names. What the parsed values become is
+:class:`~pytest_tts_scaling.options.RunOptions`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_tts_scaling.options import DEFAULT_MODEL, DEFAULT_SLO_MS, DEFAULT_SURGE_RATIO
+from pytest_tts_scaling.spelling import pytest_flag
 
 N = TypeVar("N", int, float)
 
@@ -104,8 +108,11 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     action: str | None = None
 
-    def kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"dest": self.dest, "help": self.help, "default": self.default}
+    def kwargs(self, spell: Callable[[str], str] = lambda flag: flag) -> dict[str, Any]:
+        """argparse's keywords; `spell` names the other flags the help mentions."""
+        # argparse expands %-formats in help: a plain "30%" must reach it as "30%%".
+        text = self.help.format_map({"flag": _Spelled(spell)}).replace("%", "%%")
+        out: dict[str, Any] = {"dest": self.dest, "help": text, "default": self.default}
         if self.action:
             out["action"] = self.action
         else:
@@ -115,6 +122,16 @@ class OptionSpec:
             if self.choices is not None:
                 out["choices"] = list(self.choices)
         return out
+
+
+class _Spelled:
+    """`{flag[baseline]}` in a help text → this front end's spelling of `--baseline`."""
+
+    def __init__(self, spell: Callable[[str], str]) -> None:
+        self.spell = spell
+
+    def __getitem__(self, name: str) -> str:
+        return self.spell(f"--{name}")
 
 
 OPTION_SPECS: tuple[OptionSpec, ...] = (
@@ -282,7 +299,7 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "--wer-sample",
         "tts_wer_sample",
         "Transcribe K answers of each rung after it (offline, pocketsphinx: the [quality] extra) "
-        "and gate the rung on its word error rate too (--max-wer, --max-wer-increase). "
+        "and gate the rung on its word error rate too ({flag[max-wer]}, {flag[max-wer-increase]}). "
         "Default: 0 (off).",
         non_negative_int,
         0,
@@ -291,8 +308,8 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--max-wer",
         "tts_max_wer",
-        "With --wer-sample: the highest word error rate a passing rung may have (0.3: 3 words "
-        "in 10 wrong). Default: none.",
+        "With {flag[wer-sample]}: the highest word error rate a passing rung may have (0.3: 3 "
+        "words in 10 wrong). Default: none.",
         non_negative_float,
         None,
         "RATE",
@@ -300,7 +317,7 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--max-wer-increase",
         "tts_max_wer_increase",
-        "With --wer-sample: how far a passing rung's word error rate may rise above the same "
+        "With {flag[wer-sample]}: how far a passing rung's word error rate may rise above the same "
         "texts' at N=1 (0.1 = 10 points). Default: 0.1.",
         non_negative_float,
         0.1,
@@ -394,7 +411,7 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--regression-tolerance",
         "tts_regression_tolerance",
-        "Factor on the rise of p95 TTFAB allowed against --baseline: the noise of the two "
+        "Factor on the rise of p95 TTFAB allowed against {flag[baseline]}: the noise of the two "
         "runs' p95 confidence intervals (or 5 percent / 5 ms, if more) times this; 0 fails on "
         "any rise, 2 suits shared CI runners. Default: 1.",
         non_negative_float,
@@ -405,8 +422,15 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
 
 
 def add_to_argparse(parser: argparse.ArgumentParser | Any, specs: tuple[OptionSpec, ...]) -> None:
+    """tts-bench's spelling: the table's flags as they are."""
     for spec in specs:
         parser.add_argument(spec.flag, **spec.kwargs())
+
+
+def add_to_pytest(group: Any) -> None:
+    """pytest's spelling: every table flag under the plugin's heading, `--tts-` prefixed."""
+    for spec in OPTION_SPECS:
+        group.addoption(pytest_flag(spec.flag), **spec.kwargs(pytest_flag))
 
 
 def specs_named(*flags: str) -> tuple[OptionSpec, ...]:

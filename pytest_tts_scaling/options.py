@@ -93,9 +93,12 @@ class RunOptions:
         hold = self.hold_s if self.hold_s is not None else base.hold_s
         measure = self.measure_s if self.measure_s is not None else min(base.measure_s, hold)
         if measure > hold:
+            from pytest_tts_scaling.spelling import both_flags
+
             raise argparse.ArgumentTypeError(
-                f"--measure-s {measure:g} is longer than --hold-s {hold:g}: the measured window "
-                "is the end of the hold, so expected --measure-s <= --hold-s"
+                f"{both_flags('--measure-s')} {measure:g} is longer than "
+                f"{both_flags('--hold-s')} {hold:g}: the measured window is the end of the hold, "
+                "so expected the measured seconds <= the held seconds"
             )
         return ResolvedOptions(
             run=self,

@@ -18,7 +18,7 @@ import pytest
 from pytest_tts_scaling import fixtures
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.failures import ShownOnce
-from pytest_tts_scaling.option_table import OPTION_SPECS
+from pytest_tts_scaling.option_table import OPTION_SPECS, add_to_pytest
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
@@ -36,9 +36,9 @@ STEP_MARKERS = {
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("tts-scaling", "measured autoscaling for streaming TTS endpoints")
-    for spec in OPTION_SPECS:
-        group.addoption(spec.flag, **spec.kwargs())
+    add_to_pytest(
+        parser.getgroup("tts-scaling", "measured autoscaling for streaming TTS endpoints")
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-html's, which a dry run keeps from writing
@@ -66,22 +66,28 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"html: dry run: no report written, {html_report_path(config)} left as it was"
             )
             config.option.htmlpath = None
-        elif config.option.htmlpath:
-            from pytest_tts_scaling.artifacts import keep_previous, kept_lines
 
-            moved = keep_previous([html_report_path(config)])
-            config.stash[SUMMARY_KEY].extend(f"html: {line}" for line in kept_lines(moved))
+
+def is_measurement(item: pytest.Item) -> bool:
+    """A scenario of the plugin's: a step marker on a test that uses the plugin's `tts_` fixtures.
+
+    A test of the user's that merely carries a marker of the same name (their own `validate`)
+    is none of the plugin's business; a user's gate built on `tts_` fixtures measures like the
+    packaged scenarios do.
+    """
+    if not any(any(item.iter_markers(name)) for name in STEP_MARKERS):
+        return False
+    return any(name in fixtures.PUBLIC for name in getattr(item, "fixturenames", ()))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without -m, measurement scenarios (any step marker) are left out: they need an endpoint."""
+    """Without -m, measurement scenarios are left out: they need an endpoint."""
     if config.getoption("markexpr"):
         return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        is_scenario = any(any(item.iter_markers(name)) for name in STEP_MARKERS)
-        (drop if is_scenario else keep).append(item)
+        (drop if is_measurement(item) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -89,6 +95,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{len(drop)} measurement scenario(s) left out: name a step to run them, "
             "e.g. pytest -m qmax"
         )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A session that will measure keeps an earlier HTML report aside; any other leaves it be.
+
+    pytest-html writes its report at the session's end, after this; a run that collects only,
+    or selects none of the plugin's scenarios, is not the plugin's to touch.
+    """
+    config = session.config
+    if not config.pluginmanager.hasplugin("html") or not config.option.htmlpath:
+        return
+    if config.option.collectonly or not any(is_measurement(item) for item in session.items):
+        return
+    from pytest_tts_scaling.artifacts import keep_previous, kept_lines
+
+    moved = keep_previous([html_report_path(config)])
+    config.stash[SUMMARY_KEY].extend(f"html: {line}" for line in kept_lines(moved))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

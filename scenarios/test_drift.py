@@ -1,7 +1,7 @@
 """`pytest -m drift`: read-only preflight of a deployed endpoint, one test per check.
 
-    pytest -m drift --endpoint speech-kokoro-82m [--plan-artifact reports/plan-kokoro-82m.json]
-        [--inference-component NAME]
+    pytest -m drift --endpoint speech-kokoro-82m [--tts-plan-artifact reports/plan-kokoro-82m.json]
+        [--tts-inference-component NAME]
 
 Each check is its own test case (JUnit XML names it): an error finding fails it, a warning is
 printed in the `tts-scaling` summary and passes. Nothing on AWS is changed.

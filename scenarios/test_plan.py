@@ -1,10 +1,10 @@
 """`pytest -m plan`: derive the policy from the qmax and ttotal artifacts and gate on it.
 
-    pytest -m plan --qmax-artifact reports/qmax-….json --ttotal-artifact reports/ttotal-….json \
-        --peak-rps 5000 --trough-rps 10
+    pytest -m plan --tts-qmax-artifact reports/qmax-….json \
+        --tts-ttotal-artifact reports/ttotal-….json --tts-peak-rps 5000 --tts-trough-rps 10
 
-Offline: reads two artifacts, writes ``plan-{model}.json`` to --artifacts-dir, shows the findings
-and the simulated surge in the HTML report, and fails when any finding is a stop.
+Offline: reads two artifacts, writes ``plan-{model}.json`` to --tts-artifacts-dir, shows the
+findings and the simulated surge in the HTML report, and fails when any finding is a stop.
 """
 
 from __future__ import annotations

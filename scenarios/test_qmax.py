@@ -37,7 +37,7 @@ def test_qmax_found(
         if tts_options.fail_on_inconclusive:
             fail(
                 "qmax",
-                f"FAIL (--fail-on-inconclusive): {doubt.removeprefix('qmax: ')}",
+                f"FAIL (--tts-fail-on-inconclusive): {doubt.removeprefix('qmax: ')}",
                 tts_summary,
             )
         warnings.warn(doubt, InconclusiveWarning, stacklevel=1)
@@ -54,13 +54,13 @@ def test_qmax_bracketed(
     if not artifact.q_max_bracketed and tts_options.ladder is not None:
         pytest.skip(
             f"Q_max {artifact.q_max} is a lower bound of the given ladder: every rung up to {top} "
-            "met the SLO; extend --ladder to bracket it"
+            "met the SLO; extend --tts-ladder to bracket it"
         )
     if not artifact.q_max_bracketed:
         fail(
             "qmax",
             f"FAIL: Q_max {artifact.q_max} is only a lower bound: no rung above it failed clearly "
-            f"(the search went up to N={top}); raise --max-concurrency beyond {top}",
+            f"(the search went up to N={top}); raise --tts-max-concurrency beyond {top}",
             tts_summary,
         )
 
@@ -71,7 +71,7 @@ def test_qmax_at_least_minimum(
     from pytest_tts_scaling.steps.baseline import below_minimum
 
     if tts_options.min_qmax is None:
-        pytest.skip("no --min-qmax gate given")
+        pytest.skip("no --tts-min-qmax gate given")
     if (floor := below_minimum(tts_ladder.artifact, tts_options)) is not None:
         fail("qmax", f"FAIL: {floor}", tts_summary)
 
@@ -80,7 +80,7 @@ def test_qmax_at_least_minimum(
 def qmax_baseline(
     request: pytest.FixtureRequest, tts_settings: ResolvedOptions, tts_summary: list[str]
 ) -> QmaxArtifact | None:
-    """The --baseline artifact, read before the ladder runs (its file may be written over).
+    """The --tts-baseline artifact, read before the ladder runs (its file may be written over).
 
     Autouse, so it is set up ahead of `tts_ladder`: a baseline that cannot be read, or one of
     another model, transport, SLO or fingerprint, fails the qmax tests before anything is
@@ -88,11 +88,11 @@ def qmax_baseline(
     """
     from pytest_tts_scaling.steps.baseline import check_endpoint, load_baseline
 
-    with one_line("qmax", tts_summary, "--baseline refused"):
+    with one_line("qmax", tts_summary, "--tts-baseline refused"):
         baseline = load_baseline(tts_settings)
     if baseline is not None and not tts_settings.run.dry_run:
         endpoint = request.getfixturevalue("tts_endpoint")
-        with one_line("qmax", tts_summary, "--baseline refused"):
+        with one_line("qmax", tts_summary, "--tts-baseline refused"):
             check_endpoint(baseline, tts_settings.run, endpoint)
     return baseline
 
@@ -107,9 +107,9 @@ def test_qmax_no_regression_against_baseline(
     from pytest_tts_scaling.steps.baseline import compare_with_baseline
 
     if qmax_baseline is None:
-        pytest.skip("no --baseline given")
+        pytest.skip("no --tts-baseline given")
     artifact = tts_ladder.artifact
-    with one_line("qmax", tts_summary, "--baseline refused"):
+    with one_line("qmax", tts_summary, "--tts-baseline refused"):
         comparison = compare_with_baseline(qmax_baseline, tts_ladder, tts_options)
     tts_report.svg(ladder_svg(artifact, baseline=qmax_baseline), name="ladder against the baseline")
     tts_report.html(render("compare.html.j2", comparison=comparison), name="regression checks")

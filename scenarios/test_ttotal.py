@@ -1,4 +1,4 @@
-"""`pytest -m ttotal --qmax-artifact F`: measure how long a scale-out really takes."""
+"""`pytest -m ttotal --tts-qmax-artifact F`: measure how long a scale-out really takes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`pytest -m validate`: the deployed scaling configuration matches the plan, field by field.
 
-    pytest -m validate --endpoint speech-kokoro-82m --plan-artifact reports/plan-kokoro-82m.json
-        [--inference-component NAME]
+    pytest -m validate --endpoint speech-kokoro-82m --tts-plan-artifact reports/plan-kokoro-82m.json
+        [--tts-inference-component NAME]
 
 One test case per field (JUnit XML names it); a mismatch fails with the deployed and the planned
 value. Read-only.

@@ -9,7 +9,7 @@ router, scaled by an emulation of the plan's policy, at 1/20 of the plan's time.
 `tts-bench load --trace` in its own process. Artifacts, the trace and the per-request records go
 to ARTIFACTS_DIR/validate-live/.
 
-With `--endpoint NAME` the plan is ARTIFACTS_DIR/plan-MODEL.json (or --plan-artifact) and its
+With `--endpoint NAME` the plan is ARTIFACTS_DIR/plan-MODEL.json (or --tts-plan-artifact) and its
 traffic runs at the plan's own pace against the SageMaker endpoint; the fleet's scale-outs and
 scale-ins, instance counts and per-instance in-flight are read back from AWS
 (`pytest_tts_scaling.aws.live`, written to live.fleet.json) for the same checks.

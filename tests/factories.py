@@ -12,6 +12,8 @@ from typing import Any
 from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import summarize
+from pytest_tts_scaling.option_table import OPTION_SPECS
+from pytest_tts_scaling.spelling import pytest_flag
 
 MODEL = "kokoro-82m"
 
@@ -119,3 +121,9 @@ def make_plan(**fields: Any) -> PlanArtifact:
         "config_block": f'"{MODEL}": ModelEndpointConfig(...)',
     }
     return PlanArtifact.model_validate({**values, **fields})
+
+
+def pytest_args(*args: str) -> tuple[str, ...]:
+    """tts-bench's words as pytest spells them: `--ladder 1,2` → `--tts-ladder 1,2`."""
+    flags = {spec.flag for spec in OPTION_SPECS}
+    return tuple(pytest_flag(arg) if arg in flags else arg for arg in args)

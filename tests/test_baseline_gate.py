@@ -16,6 +16,7 @@ import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.cli import main
+from tests.factories import pytest_args
 
 NO_CACHE = ("-p", "no:cacheprovider")
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,13 +35,7 @@ def qmax_args(server: SerialStreamServer, out: Path, *extra: str) -> list[str]:
         "qmax",
         "--endpoint-url",
         server.base_url,
-        *SHORT_LADDER,
-        *SLO,
-        "--min-qmax",
-        "2",
-        "--artifacts-dir",
-        str(out),
-        *extra,
+        *pytest_args(*SHORT_LADDER, *SLO, "--min-qmax", "2", "--artifacts-dir", str(out), *extra),
     ]
 
 
@@ -70,7 +65,7 @@ def test_a_second_run_passes_against_the_first_and_a_higher_qmax_fails(
     report = pytester.path / "again.html"
     again = pytester.runpytest(
         *qmax_args(serial_server, pytester.path / "again", *LOADED_MACHINE),
-        "--baseline",
+        "--tts-baseline",
         str(baseline),
         "--html",
         str(report),
@@ -93,7 +88,7 @@ def test_a_second_run_passes_against_the_first_and_a_higher_qmax_fails(
     report = pytester.path / "gate.html"
     failed = pytester.runpytest(
         *qmax_args(serial_server, gate_dir, *LOADED_MACHINE),
-        "--baseline",
+        "--tts-baseline",
         str(higher),
         "--html",
         str(report),
@@ -121,13 +116,13 @@ def test_a_baseline_of_another_configuration_is_refused_naming_the_field(
 ) -> None:
     transport = edited(QMAX_EXAMPLE, pytester.path / "bidi.json", transport="bidi", slo_ms=200.0)
     refused = pytester.runpytest(
-        *qmax_args(serial_server, pytester.path / "out"), "--baseline", str(transport)
+        *qmax_args(serial_server, pytester.path / "out"), "--tts-baseline", str(transport)
     )
     # Refused before anything is measured: every qmax test errors at setup, no artifact exists.
     refused.assert_outcomes(errors=4)
     refused.stdout.fnmatch_lines(
         [
-            "*--baseline refused: field 'transport': baseline * has 'bidi', this run has "
+            "*--tts-baseline refused: field 'transport': baseline * has 'bidi', this run has "
             "'response-stream': expected the same transport*--allow-config-mismatch*"
         ]
     )
@@ -137,12 +132,12 @@ def test_a_baseline_of_another_configuration_is_refused_naming_the_field(
     # still before the ladder.
     other = edited(QMAX_EXAMPLE, pytester.path / "other.json", slo_ms=200.0)
     mismatched = pytester.runpytest(
-        *qmax_args(serial_server, pytester.path / "out"), "--baseline", str(other)
+        *qmax_args(serial_server, pytester.path / "out"), "--tts-baseline", str(other)
     )
     mismatched.assert_outcomes(errors=4)
     mismatched.stdout.fnmatch_lines(
         [
-            "*--baseline refused: field 'slug': baseline * has 'g5xlarge-8b1b96bc', endpoint "
+            "*--tts-baseline refused: field 'slug': baseline * has 'g5xlarge-8b1b96bc', endpoint "
             f"{serial_server.base_url} has 'url-*'*"
         ]
     )
@@ -150,9 +145,9 @@ def test_a_baseline_of_another_configuration_is_refused_naming_the_field(
     # With --allow-config-mismatch it is measured and compared, with a warning.
     accepted = pytester.runpytest(
         *qmax_args(serial_server, pytester.path / "out"),
-        "--baseline",
+        "--tts-baseline",
         str(other),
-        "--allow-config-mismatch",
+        "--tts-allow-config-mismatch",
     )
     accepted.assert_outcomes(passed=3, failed=1)
     accepted.stdout.fnmatch_lines(
@@ -236,17 +231,17 @@ def test_promotion_gate_runs_every_check_and_fails_without_an_endpoint(
         *NO_CACHE,
         "-m",
         "drift or plan or validate",
-        "--qmax-artifact",
+        "--tts-qmax-artifact",
         str(QMAX_EXAMPLE),
-        "--ttotal-artifact",
+        "--tts-ttotal-artifact",
         str(TTOTAL_EXAMPLE),
-        "--peak-rps",
+        "--tts-peak-rps",
         "5000",
-        "--trough-rps",
+        "--tts-trough-rps",
         "10",
-        "--plan-artifact",
+        "--tts-plan-artifact",
         str(EXAMPLES / "plan-kokoro-82m.json"),
-        "--artifacts-dir",
+        "--tts-artifacts-dir",
         str(pytester.path / "out"),
         f"--junitxml={junit}",
     )
@@ -273,13 +268,13 @@ def test_promotion_gate_fails_on_a_plan_stop(
         *NO_CACHE,
         "-m",
         "drift or plan or validate",
-        "--qmax-artifact",
+        "--tts-qmax-artifact",
         str(stop),
-        "--ttotal-artifact",
+        "--tts-ttotal-artifact",
         str(TTOTAL_EXAMPLE),
-        "--peak-rps",
+        "--tts-peak-rps",
         "5000",
-        "--artifacts-dir",
+        "--tts-artifacts-dir",
         str(pytester.path / "out"),
         f"--junitxml={junit}",
     )

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "reports" / "examples" / "source"
 QMAX = SOURCE / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
 TTOTAL = SOURCE / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"
-PLAN_ARGS = ["--qmax", str(QMAX), "--ttotal", str(TTOTAL), "--trough-rps", "10"]
+PLAN_ARGS = ["--qmax-artifact", str(QMAX), "--ttotal-artifact", str(TTOTAL), "--trough-rps", "10"]
 STAMPED = r"\d{8}T\d{6}Z"
 
 
@@ -52,8 +52,8 @@ def test_plan_scenario_keeps_a_different_earlier_plan_and_says_so(
     (out / "plan-kokoro-82m.json").write_text("{}\n")
     args = [
         *("-p", "no:cacheprovider", "-p", "no:html", "-m", "plan"),
-        *("--qmax-artifact", str(QMAX), "--ttotal-artifact", str(TTOTAL)),
-        *("--peak-rps", "5000", "--trough-rps", "10", "--artifacts-dir", str(out)),
+        *("--tts-qmax-artifact", str(QMAX), "--tts-ttotal-artifact", str(TTOTAL)),
+        *("--tts-peak-rps", "5000", "--tts-trough-rps", "10", "--tts-artifacts-dir", str(out)),
     ]
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1)
@@ -67,18 +67,26 @@ def test_plan_scenario_keeps_a_different_earlier_plan_and_says_so(
     assert len(list(out.iterdir())) == 2
 
 
-def test_an_earlier_html_report_is_kept_aside_and_the_summary_says_so(
+def test_an_earlier_html_report_is_kept_aside_by_a_measuring_run_and_the_summary_says_so(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    pytester.makepyfile(
+        test_one="def test_one():\n    pass\n",
+        test_step="import pytest\n\n@pytest.mark.plan\ndef test_step(tts_options):\n    pass\n",
+    )
     report = pytester.path / "reports" / "report.html"
     args = ["-p", "no:cacheprovider", "--html", "reports/report.html", "--self-contained-html"]
-    pytester.runpytest(*args).assert_outcomes(passed=1)
+    pytester.runpytest(*args).assert_outcomes(passed=1, deselected=1)
     first = report.read_text()
     assert "test_one" in first
 
-    result = pytester.runpytest(*args)
-    result.assert_outcomes(passed=1)
+    # A run that measures nothing writes over its own report as pytest-html always does.
+    pytester.runpytest(*args).assert_outcomes(passed=1, deselected=1)
+    assert list(report.parent.iterdir()) == [report]
+    first = report.read_text()
+
+    result = pytester.runpytest(*args, "-m", "plan")
+    result.assert_outcomes(passed=1, deselected=1)
     [kept] = [p for p in report.parent.iterdir() if p != report]
     assert re.fullmatch(rf"report\.{STAMPED}\.html", kept.name)
     assert kept.read_text() == first

@@ -23,14 +23,15 @@ import yaml
 from pytest_tts_scaling.cli import COMMANDS, build_parser
 from pytest_tts_scaling.option_table import OPTION_SPECS
 from pytest_tts_scaling.plugin import STEP_MARKERS
+from pytest_tts_scaling.spelling import pytest_flag
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / "examples" / "ci"
 WORKFLOWS = ("promotion.yml", "nightly.yml")
 # Values a workflow leaves to CI variables, by the option they are given to.
-SAMPLES = {"--endpoint": "speech-kokoro-82m", "--peak-rps": "5000", "--trough-rps": "10"}
+SAMPLES = {"--endpoint": "speech-kokoro-82m", "--tts-peak-rps": "5000", "--tts-trough-rps": "10"}
 UNSET = "<set-in-ci>"
-PLUGIN_FLAGS = {spec.flag for spec in OPTION_SPECS}
+PLUGIN_FLAGS = {pytest_flag(spec.flag) for spec in OPTION_SPECS}
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def test_ci_page_commands_exist(at_root_scenarios: pytest.Pytester) -> None:
     commands = [c for c in page_commands(ROOT / "docs" / "ci.md") if c.tool]
     gates = [c for c in commands if c.tool == "pytest" and markers_in(c.args) & {"drift"}]
     assert any({"drift", "plan", "validate"} <= markers_in(c.args) for c in gates)
-    assert any("--baseline" in c.args for c in commands)
+    assert any("--tts-baseline" in c.args for c in commands if c.tool == "pytest")
     for command in commands:
         if command.tool == "pytest" and "-m" in command.args:
             check_pytest(command, at_root_scenarios)
@@ -239,9 +240,9 @@ def test_nightly_measures_against_the_baseline_and_uploads_the_report() -> None:
     [job] = data["jobs"].values()
     [run] = [c for c in commands_of("nightly.yml") if c.tool == "pytest"]
     assert markers_in(run.args) == {"qmax"}
-    for flag in ("--baseline", "--endpoint", "--html", "--artifacts-dir"):
+    for flag in ("--tts-baseline", "--endpoint", "--html", "--tts-artifacts-dir"):
         assert flag in run.args, flag
-    reports = Path(run.args[run.args.index("--artifacts-dir") + 1])
+    reports = Path(run.args[run.args.index("--tts-artifacts-dir") + 1])
     html = Path(run.args[run.args.index("--html") + 1])
     [upload] = [
         s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")
@@ -251,7 +252,7 @@ def test_nightly_measures_against_the_baseline_and_uploads_the_report() -> None:
     assert reports.is_relative_to(uploaded)
     assert html.is_relative_to(uploaded)
     # The baseline is not in the directory the new artifact is written to.
-    baseline = Path(run.args[run.args.index("--baseline") + 1])
+    baseline = Path(run.args[run.args.index("--tts-baseline") + 1])
     assert not baseline.is_relative_to(reports)
     [thaw] = [c for c in commands_of("nightly.yml") if c.tool == "tts-bench"]
     assert check_tts_bench(thaw) == "thaw"
@@ -262,7 +263,8 @@ def test_the_checker_rejects_what_does_not_exist(at_root_scenarios: pytest.Pytes
     bad = [
         ["pytest", "scenarios", "-m", "qmax or speed"],
         ["pytest", "scenarios", "-m", "qmax", "--no-such-option", "1"],
-        ["pytest", "scenarios", "-m", "qmax", "--ladder", "5,1"],
+        ["pytest", "scenarios", "-m", "qmax", "--tts-ladder", "5,1"],
+        ["pytest", "scenarios", "-m", "qmax", "--ladder", "1,2"],  # tts-bench's spelling
         ["pytest", "scenarios", "-m", "drift and qmax"],  # selects nothing
     ]
     for argv in bad:
@@ -272,4 +274,4 @@ def test_the_checker_rejects_what_does_not_exist(at_root_scenarios: pytest.Pytes
         check_tts_bench(Command("test", ["tts-bench", "measure"]))
     with pytest.raises(AssertionError):
         check_tts_bench(Command("test", ["tts-bench", "thaw", "--endpoint", "x", "--frozen"]))
-    assert "--baseline" in PLUGIN_FLAGS
+    assert "--tts-baseline" in PLUGIN_FLAGS

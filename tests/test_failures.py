@@ -16,7 +16,16 @@ from pytest_tts_scaling.calibration import SerialStreamServer
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "reports" / "examples" / "source"
 TTOTAL_EXAMPLE = EXAMPLES / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"
-QUICK = ("-p", "no:cacheprovider", "--hold-s", "1.5", "--measure-s", "1", "--gap-s", "0")
+QUICK = (
+    "-p",
+    "no:cacheprovider",
+    "--tts-hold-s",
+    "1.5",
+    "--tts-measure-s",
+    "1",
+    "--tts-gap-s",
+    "0",
+)
 
 
 def lines_with(result: pytest.RunResult, text: str) -> list[str]:
@@ -47,7 +56,7 @@ def assert_once(result: pytest.RunResult, message: str, tests: int) -> None:
 
 def test_a_dead_endpoint(pytester: pytest.Pytester, qmax_scenario: Path) -> None:
     result = pytester.runpytest(
-        "-m", "qmax", "--endpoint-url", "http://127.0.0.1:9", *QUICK, "--artifacts-dir", "out"
+        "-m", "qmax", "--endpoint-url", "http://127.0.0.1:9", *QUICK, "--tts-artifacts-dir", "out"
     )
     result.assert_outcomes(errors=4)
     assert_once(result, "qmax: error: endpoint http://127.0.0.1:9 does not answer: connection", 4)
@@ -60,10 +69,16 @@ def test_a_refused_input(
     ttotal = pytester.path / "ttotal.json"
     ttotal.write_text(TTOTAL_EXAMPLE.read_text())
     result = pytester.runpytest(
-        "-m", "qmax", "--endpoint-url", serial_server.base_url, *QUICK, "--baseline", str(ttotal)
+        "-m",
+        "qmax",
+        "--endpoint-url",
+        serial_server.base_url,
+        *QUICK,
+        "--tts-baseline",
+        str(ttotal),
     )
     result.assert_outcomes(errors=4)
-    assert_once(result, "qmax: --baseline refused: ", 4)
+    assert_once(result, "qmax: --tts-baseline refused: ", 4)
 
 
 def test_a_missing_artifact(pytester: pytest.Pytester) -> None:
@@ -72,8 +87,8 @@ def test_a_missing_artifact(pytester: pytest.Pytester) -> None:
         *QUICK,
         "-m",
         "plan",
-        *("--qmax-artifact", "nothere.json", "--ttotal-artifact", str(TTOTAL_EXAMPLE)),
-        *("--peak-rps", "100", "--artifacts-dir", "out"),
+        *("--tts-qmax-artifact", "nothere.json", "--tts-ttotal-artifact", str(TTOTAL_EXAMPLE)),
+        *("--tts-peak-rps", "100", "--tts-artifacts-dir", "out"),
     )
     result.assert_outcomes(failed=1)
     assert_once(result, "plan: error: ", 1)
@@ -85,9 +100,9 @@ def test_no_rung_met_the_slo(pytester: pytest.Pytester, qmax_scenario: Path) -> 
         result = pytester.runpytest(
             "-m",
             "qmax",
-            *("--endpoint-url", server.base_url, "--ladder", "1", "--slo-ms", "10"),
+            *("--endpoint-url", server.base_url, "--tts-ladder", "1", "--tts-slo-ms", "10"),
             *QUICK,
-            *("--artifacts-dir", "out"),
+            *("--tts-artifacts-dir", "out"),
         )
     result.assert_outcomes(failed=1, skipped=3)
     assert_once(result, "qmax: FAIL: no rung met p95 TTFAB <= 10 ms; lowest rung N=1", 1)

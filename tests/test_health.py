@@ -232,13 +232,13 @@ def test_under_pytest_a_dead_endpoint_is_an_error_not_a_failure(
         "qmax",
         "--endpoint-url",
         url,
-        "--ladder",
+        "--tts-ladder",
         "1,2",
-        "--hold-s",
+        "--tts-hold-s",
         "2",
-        "--measure-s",
+        "--tts-measure-s",
         "1",
-        "--artifacts-dir",
+        "--tts-artifacts-dir",
         str(pytester.path / "out"),
     )
     outcomes = result.parseoutcomes()

@@ -112,7 +112,7 @@ def test_under_pytest_a_warning_or_with_the_gate_a_failure(
     pytester.makeconftest(CONFTEST)
     (pytester.path / "qmax.json").write_text(the_issues_run().model_dump_json(by_alias=True))
     args = ["-p", "no:cacheprovider", "-m", "qmax", "--endpoint-url", "http://127.0.0.1:9"]
-    result = pytester.runpytest_subprocess(*args, *(["--fail-on-inconclusive"] if gate else []))
+    result = pytester.runpytest_subprocess(*args, *(["--tts-fail-on-inconclusive"] if gate else []))
     result.stdout.fnmatch_lines(
         [
             "*tts-scaling*",
@@ -121,7 +121,9 @@ def test_under_pytest_a_warning_or_with_the_gate_a_failure(
     )
     if gate:
         result.assert_outcomes(failed=1, passed=1, skipped=2)
-        result.stdout.fnmatch_lines(["qmax: FAIL (--fail-on-inconclusive): INCONCLUSIVE: N=1's*"])
+        result.stdout.fnmatch_lines(
+            ["qmax: FAIL (--tts-fail-on-inconclusive): INCONCLUSIVE: N=1's*"]
+        )
     else:
         result.assert_outcomes(passed=2, skipped=2)
         result.stdout.fnmatch_lines(["*InconclusiveWarning: qmax: INCONCLUSIVE: N=1's pass*"])

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import pytest_args
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # A busy 2-core machine: at load average 4.5 one request of the untrained model took 7 s (the
@@ -54,8 +56,8 @@ def qmax_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             "no:cacheprovider",
             "-m",
             "qmax",
-            *SHORT,
-            "--artifacts-dir",
+            *pytest_args(*SHORT),
+            "--tts-artifacts-dir",
             str(out),
             "--html",
             str(report),
@@ -95,7 +97,7 @@ def test_local_ttotal_times_one_more_container(qmax_run: tuple[Path, Path], tmp_
         [
             str(BIN / "tts-bench"),
             "ttotal",
-            "--qmax",
+            "--qmax-artifact",
             str(artifact_path),
             "--hold-s",
             "8",

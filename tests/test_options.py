@@ -77,7 +77,7 @@ def test_defaults_depend_on_endpoint_kind() -> None:
 
 
 def test_measure_longer_than_hold_is_refused() -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match="--measure-s 20 is longer"):
+    with pytest.raises(argparse.ArgumentTypeError, match=r"--measure-s\) 20 is longer"):
         RunOptions(hold_s=10, measure_s=20).for_kind()
 
 

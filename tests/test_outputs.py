@@ -76,8 +76,8 @@ def test_a_dry_run_leaves_the_reports_dir_byte_for_byte(
     (reports / "qmax-kokoro-82m-response-stream-url-1.json").write_text("{}")
     before = snapshot(reports)
     result = pytester.runpytest(
-        *("-p", "no:cacheprovider", "-m", "qmax", "--dry-run"),
-        *("--endpoint-url", "http://127.0.0.1:9", "--artifacts-dir", str(reports)),
+        *("-p", "no:cacheprovider", "-m", "qmax", "--tts-dry-run"),
+        *("--endpoint-url", "http://127.0.0.1:9", "--tts-artifacts-dir", str(reports)),
         *("--html", str(reports / "qmax-report.html"), "--self-contained-html"),
     )
     result.assert_outcomes(skipped=4)

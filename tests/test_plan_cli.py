@@ -13,6 +13,7 @@ import pytest
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.cli import main
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact
+from tests.factories import pytest_args
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[1] / "reports" / "examples" / "source"
@@ -35,7 +36,15 @@ def plan_cli(*args: str | Path) -> int:
 def test_plan_prints_the_report_writes_the_artifact_and_exits_0(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = plan_cli("--qmax", QMAX, "--ttotal", TTOTAL, *SOURCE_ARGS, "--artifacts-dir", tmp_path)
+    code = plan_cli(
+        "--qmax-artifact",
+        QMAX,
+        "--ttotal-artifact",
+        TTOTAL,
+        *SOURCE_ARGS,
+        "--artifacts-dir",
+        tmp_path,
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "scaling_target_value             : 37.500" in out
@@ -64,9 +73,9 @@ def test_artifacts_elsewhere_give_the_same_bytes(tmp_path: Path) -> None:
     for source in (QMAX, TTOTAL):
         shutil.copy(source, moved / source.name)
     args: list[str | Path] = [
-        "--qmax",
+        "--qmax-artifact",
         moved / QMAX.name,
-        "--ttotal",
+        "--ttotal-artifact",
         moved / TTOTAL.name,
         *SOURCE_ARGS,
     ]
@@ -80,7 +89,13 @@ def test_a_stop_plan_exits_1_and_is_still_written(
     tmp_path: Path, stop_qmax: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = plan_cli(
-        "--qmax", stop_qmax, "--ttotal", TTOTAL, *SOURCE_ARGS, "--artifacts-dir", tmp_path
+        "--qmax-artifact",
+        stop_qmax,
+        "--ttotal-artifact",
+        TTOTAL,
+        *SOURCE_ARGS,
+        "--artifacts-dir",
+        tmp_path,
     )
     out = capsys.readouterr().out
     assert code == 1
@@ -91,11 +106,28 @@ def test_a_stop_plan_exits_1_and_is_still_written(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--ttotal", TTOTAL, *SOURCE_ARGS], "plan needs --qmax-artifact FILE (tts-bench: --qmax)"),
-        (["--qmax", QMAX, "--ttotal", TTOTAL], "--peak-rps is required"),
-        (["--qmax", QMAX, "--ttotal", QMAX, *SOURCE_ARGS], "field 'schema'"),
-        (["--qmax", DATA / "missing.json", "--ttotal", TTOTAL, *SOURCE_ARGS], "no such artifact"),
-        (["--qmax", QMAX, "--ttotal", TTOTAL, *SOURCE_ARGS, "--slo-ms", "2500"], "differs"),
+        (
+            ["--ttotal-artifact", TTOTAL, *SOURCE_ARGS],
+            "plan needs --tts-qmax-artifact (tts-bench: --qmax-artifact) FILE:",
+        ),
+        (["--qmax-artifact", QMAX, "--ttotal-artifact", TTOTAL], "--peak-rps is required"),
+        (["--qmax-artifact", QMAX, "--ttotal-artifact", QMAX, *SOURCE_ARGS], "field 'schema'"),
+        (
+            ["--qmax-artifact", DATA / "missing.json", "--ttotal-artifact", TTOTAL, *SOURCE_ARGS],
+            "no such artifact",
+        ),
+        (
+            [
+                "--qmax-artifact",
+                QMAX,
+                "--ttotal-artifact",
+                TTOTAL,
+                *SOURCE_ARGS,
+                "--slo-ms",
+                "2500",
+            ],
+            "differs",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -111,7 +143,15 @@ def test_bad_input_exits_2_with_one_line(
 
 def test_a_surge_ratio_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
-        plan_cli("--qmax", QMAX, "--ttotal", TTOTAL, *SOURCE_ARGS, "--surge-ratio", "1.5")
+        plan_cli(
+            "--qmax-artifact",
+            QMAX,
+            "--ttotal-artifact",
+            TTOTAL,
+            *SOURCE_ARGS,
+            "--surge-ratio",
+            "1.5",
+        )
     assert caught.value.code == 2
     assert "expected a number in [1, 1.5)" in capsys.readouterr().err
 
@@ -123,9 +163,9 @@ def test_console_script_runs(tmp_path: Path) -> None:
             "-m",
             "pytest_tts_scaling.cli",
             "plan",
-            "--qmax",
+            "--qmax-artifact",
             str(QMAX),
-            "--ttotal",
+            "--ttotal-artifact",
             str(TTOTAL),
             *SOURCE_ARGS,
             "--artifacts-dir",
@@ -148,7 +188,9 @@ SCENARIO = (ROOT / "scenarios" / "test_plan.py").read_text(encoding="utf-8")
 
 def run_scenario(pytester: pytest.Pytester, *args: str | Path) -> pytest.RunResult:
     pytester.makepyfile(test_plan_scenario=SCENARIO)
-    return pytester.runpytest("-p", "no:cacheprovider", "-m", "plan", *(str(a) for a in args))
+    return pytester.runpytest(
+        "-p", "no:cacheprovider", "-m", "plan", *pytest_args(*(str(a) for a in args))
+    )
 
 
 def test_scenario_passes_and_writes_the_plan(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -194,4 +236,5 @@ def test_scenario_fails_naming_each_stop(
 def test_scenario_fails_without_artifacts(pytester: pytest.Pytester) -> None:
     result = run_scenario(pytester, *SOURCE_ARGS)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*plan needs --qmax-artifact FILE and --ttotal-artifact FILE*"])
+    both = "--tts-qmax-artifact (tts-bench: --qmax-artifact) FILE and --tts-ttotal-artifact"
+    result.stdout.fnmatch_lines([f"*plan needs {both}*"])

@@ -20,18 +20,42 @@ def test_help_lists_every_option_with_its_default(pytester: pytest.Pytester) -> 
     for expected in (
         "--endpoint=NAME SageMaker endpoint to measure. Default: none",
         "--endpoint-url=URL",
-        "--transport=KIND",
+        "--tts-transport=KIND",
         "session). Default: response-stream.",
-        "--slo-ms=MS p95 time-to-first-audio-byte objective in ms. Default: 3000.",
-        "--ladder=N,N,... Measure exactly these concurrency rungs (the source's ladder is "
+        "--tts-slo-ms=MS p95 time-to-first-audio-byte objective in ms. Default: 3000.",
+        "--tts-ladder=N,N,... Measure exactly these concurrency rungs (the source's ladder is "
         "1,5,10,20,30,40,50,60). Default: none (adaptive search",
-        "--max-concurrency=N Highest concurrency the adaptive search may try",
-        "--hold-s=S Seconds each rung is held. Default: 240",
-        "--dry-run",
+        "--tts-max-concurrency=N Highest concurrency the adaptive search may try",
+        "--tts-hold-s=S Seconds each rung is held. Default: 240",
+        "--tts-dry-run",
         "Default: reports.",
-        "--allow-config-mismatch",
+        "--tts-allow-config-mismatch",
+        "allowed against --tts-baseline:",
     ):
         assert expected in text
+
+
+def test_every_option_but_the_endpoint_is_prefixed_and_under_the_plugins_heading(
+    pytester: pytest.Pytester,
+) -> None:
+    """Options live in every pytest session of the environment: none may take a common name."""
+    from pytest_tts_scaling.option_table import OPTION_SPECS
+
+    lines = pytester.runpytest("--help").stdout.lines
+    heading = lines.index("measured autoscaling for streaming TTS endpoints:")
+    end = next(i for i in range(heading + 1, len(lines)) if not lines[i].strip())
+    # An option's line starts at the first indent; its wrapped help is indented further.
+    ours = [
+        line.split()[0].split("=")[0]
+        for line in lines[heading + 1 : end]
+        if line.startswith("  --")
+    ]
+    assert ours[:2] == ["--endpoint", "--endpoint-url"]
+    assert all(flag.startswith("--tts-") for flag in ours[2:])
+    assert len(ours) == len(OPTION_SPECS)
+    # The bare names stay free for the user's own conftest options.
+    flags = {line.split()[0].split("=")[0] for line in lines if line.startswith("  --")}
+    assert not flags & {"--ladder", "--dry-run", "--force", "--runs", "--model", "--baseline"}
 
 
 def test_markers_are_registered(pytester: pytest.Pytester) -> None:
@@ -43,13 +67,16 @@ def test_markers_are_registered(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--ladder", "5,1"], "*--ladder*increasing order*"),
-        (["--slo-ms", "-3"], "*--slo-ms*positive number*"),
-        (["--transport", "carrier-pigeon"], "*--transport*invalid choice*"),
+        (["--tts-ladder", "5,1"], "*--tts-ladder*increasing order*"),
+        (["--tts-slo-ms", "-3"], "*--tts-slo-ms*positive number*"),
+        (["--tts-transport", "carrier-pigeon"], "*--tts-transport*invalid choice*"),
         (["--endpoint", "not_valid!"], "*--endpoint*SageMaker endpoint name*"),
         (["--endpoint-url", "localhost:8080"], "*--endpoint-url*http://*"),
-        (["--surge-ratio", "1.5"], "*--surge-ratio*[[]1, 1.5)*"),
-        (["--hold-s", "10", "--measure-s", "20"], "*--measure-s 20 is longer than --hold-s 10*"),
+        (["--tts-surge-ratio", "1.5"], "*--tts-surge-ratio*[[]1, 1.5)*"),
+        (
+            ["--tts-hold-s", "10", "--tts-measure-s", "20"],
+            "*--tts-measure-s (tts-bench: --measure-s) 20 is longer than --tts-hold-s*",
+        ),
         (["--endpoint", "a", "--endpoint-url", "http://x"], "*at most one*"),
     ],
 )
@@ -67,7 +94,7 @@ def test_scenarios_run_only_when_their_step_is_named(pytester: pytest.Pytester) 
         import pytest
 
         @pytest.mark.qmax
-        def test_scenario():
+        def test_scenario(tts_options):
             pass
 
         def test_plain():
@@ -81,6 +108,26 @@ def test_scenarios_run_only_when_their_step_is_named(pytester: pytest.Pytester) 
     named.assert_outcomes(passed=1, deselected=1)
 
 
+def test_a_users_test_with_a_step_marker_of_its_own_runs_in_a_plain_run(
+    pytester: pytest.Pytester,
+) -> None:
+    """Only the plugin's scenarios (a step marker on a test that uses `tts_` fixtures) are
+    left out; the user's own `validate` test, which uses none, is theirs to run."""
+    pytester.makeini("[pytest]\nmarkers =\n    validate: the user's own\n")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.validate
+        def test_users_own_validate():
+            pass
+        """
+    )
+    result = pytester.runpytest(*NO_CACHE)
+    result.assert_outcomes(passed=1)
+    assert "left out" not in result.stdout.str()
+
+
 def test_dry_run_prints_the_schedule_and_sends_nothing(
     pytester: pytest.Pytester, qmax_scenario: Path
 ) -> None:
@@ -89,16 +136,16 @@ def test_dry_run_prints_the_schedule_and_sends_nothing(
         *NO_CACHE,
         "-m",
         "qmax",
-        "--dry-run",
+        "--tts-dry-run",
         "--endpoint-url",
         "http://127.0.0.1:9",
-        "--ladder",
+        "--tts-ladder",
         "1,5,10",
-        "--hold-s",
+        "--tts-hold-s",
         "60",
-        "--measure-s",
+        "--tts-measure-s",
         "30",
-        "--gap-s",
+        "--tts-gap-s",
         "10",
     )
     result.stdout.fnmatch_lines(
@@ -121,16 +168,16 @@ def test_dry_run_of_the_search_states_its_worst_case_past_capture(
         *NO_CACHE,
         "-m",
         "qmax",
-        "--dry-run",
+        "--tts-dry-run",
         "--endpoint-url",
         "http://127.0.0.1:9",
-        "--max-concurrency",
+        "--tts-max-concurrency",
         "64",
-        "--hold-s",
+        "--tts-hold-s",
         "60",
-        "--measure-s",
+        "--tts-measure-s",
         "30",
-        "--gap-s",
+        "--tts-gap-s",
         "10",
     )
     result.stdout.fnmatch_lines(
@@ -163,19 +210,19 @@ def test_qmax_against_a_server_with_known_capacity(
         "qmax",
         "--endpoint-url",
         serial_server.base_url,
-        "--ladder",
+        "--tts-ladder",
         "1,2,4,8,12,16",
-        "--hold-s",
+        "--tts-hold-s",
         "6",
-        "--measure-s",
+        "--tts-measure-s",
         "4",
-        "--gap-s",
+        "--tts-gap-s",
         "0",
-        "--slo-ms",
+        "--tts-slo-ms",
         "1000",
-        "--artifacts-dir",
+        "--tts-artifacts-dir",
         str(artifacts),
-        "--min-qmax",
+        "--tts-min-qmax",
         "10",
         "--html",
         str(pytester.path / "report.html"),
@@ -221,26 +268,26 @@ def test_min_qmax_gate_fails_naming_both_numbers(
             "qmax",
             "--endpoint-url",
             server.base_url,
-            "--ladder",
+            "--tts-ladder",
             "1,2",
-            "--hold-s",
+            "--tts-hold-s",
             "2",
-            "--measure-s",
+            "--tts-measure-s",
             "1.5",
-            "--gap-s",
+            "--tts-gap-s",
             "0",
-            "--slo-ms",
+            "--tts-slo-ms",
             "1000",
-            "--artifacts-dir",
+            "--tts-artifacts-dir",
             str(pytester.path / "out"),
-            "--min-qmax",
+            "--tts-min-qmax",
             "5",
             "-rs",
         )
     # skipped: the --baseline gate, and the bracket (the given ladder's top rung passed)
     result.assert_outcomes(passed=1, failed=1, skipped=2)
-    result.stdout.fnmatch_lines(["*Q_max 2 is below --min-qmax 5*"])
-    result.stdout.fnmatch_lines(["*SKIPPED*lower bound of the given ladder*extend --ladder*"])
+    result.stdout.fnmatch_lines(["*Q_max 2 is below --tts-min-qmax (tts-bench: --min-qmax) 5*"])
+    result.stdout.fnmatch_lines(["*SKIPPED*lower bound of the given ladder*extend --tts-ladder*"])
 
 
 def test_the_search_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenario: Path) -> None:
@@ -252,21 +299,21 @@ def test_the_search_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenario: 
             "qmax",
             "--endpoint-url",
             server.base_url,
-            "--max-concurrency",
+            "--tts-max-concurrency",
             "6",
-            "--hold-s",
+            "--tts-hold-s",
             "1.5",
-            "--measure-s",
+            "--tts-measure-s",
             "1",
-            "--gap-s",
+            "--tts-gap-s",
             "0",
-            "--artifacts-dir",
+            "--tts-artifacts-dir",
             str(pytester.path / "out"),
             "-rs",
         )
     result.assert_outcomes(passed=1, failed=1, skipped=2)
     result.stdout.fnmatch_lines(
-        ["*Q_max 6 is only a lower bound*(the search went up to N=6); raise --max-concurrency*"]
+        ["*Q_max 6 is only a lower bound*(the search went up to N=6); raise --tts-max-concurrency*"]
     )
 
 
@@ -286,15 +333,15 @@ def test_search_measures_a_four_slot_server_exactly(
             "qmax",
             "--endpoint-url",
             server.base_url,
-            "--slo-ms",
+            "--tts-slo-ms",
             "400",
-            "--hold-s",
+            "--tts-hold-s",
             "4",
-            "--measure-s",
+            "--tts-measure-s",
             "2.5",
-            "--gap-s",
+            "--tts-gap-s",
             "0",
-            "--artifacts-dir",
+            "--tts-artifacts-dir",
             str(artifacts),
         )
     result.assert_outcomes(passed=2, skipped=2)  # skipped: the --min-qmax and --baseline gates
@@ -331,15 +378,15 @@ def test_errors_fail_the_rung_by_kind_and_no_rung_met_is_not_bracketed(
             "qmax",
             "--endpoint-url",
             server.base_url,
-            "--slo-ms",
+            "--tts-slo-ms",
             "295",
-            "--hold-s",
+            "--tts-hold-s",
             "3",
-            "--measure-s",
+            "--tts-measure-s",
             "2",
-            "--gap-s",
+            "--tts-gap-s",
             "0",
-            "--artifacts-dir",
+            "--tts-artifacts-dir",
             str(artifacts),
             "-rs",
         )
@@ -382,8 +429,12 @@ def test_ttotal_without_the_qmax_artifact_fails_before_any_endpoint_opens(
     """No --qmax-artifact: one line naming the flag, and the endpoint (a local container here)
     is never set up."""
     pytester.makepyfile(test_ttotal=(ROOT / "scenarios" / "test_ttotal.py").read_text())
-    result = pytester.runpytest(*NO_CACHE, "-m", "ttotal", "--artifacts-dir", "out", "--setup-show")
+    result = pytester.runpytest(
+        *NO_CACHE, "-m", "ttotal", "--tts-artifacts-dir", "out", "--setup-show"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*ttotal needs the qmax artifact: expected --qmax-artifact FILE*"])
+    result.stdout.fnmatch_lines(
+        ["*ttotal needs the qmax artifact: expected --tts-qmax-artifact (tts-bench: *"]
+    )
     result.stdout.fnmatch_lines(["*SETUP*tts_settings*"])
     result.stdout.no_fnmatch_line("*SETUP*tts_endpoint*")

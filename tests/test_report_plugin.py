@@ -25,10 +25,10 @@ def test_plan_run_shows_its_answer_first_and_writes_its_page_and_csv(
         "no:cacheprovider",
         "-m",
         "plan",
-        *("--qmax-artifact", str(QMAX), "--ttotal-artifact", str(TTOTAL)),
-        *("--peak-rps", "5000", "--trough-rps", "10", "--artifacts-dir", str(out)),
+        *("--tts-qmax-artifact", str(QMAX), "--tts-ttotal-artifact", str(TTOTAL)),
+        *("--tts-peak-rps", "5000", "--tts-trough-rps", "10", "--tts-artifacts-dir", str(out)),
         *("--html", str(out / "report.html"), "--self-contained-html"),
-        *("--export-csv", str(out / "csv")),
+        *("--tts-export-csv", str(out / "csv")),
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"csv: {out / 'csv' / 'plan-kokoro-82m.findings.csv'}"])
@@ -58,8 +58,8 @@ def test_export_csv_without_a_report_needs_no_pytest_html(pytester: pytest.Pytes
         "no:html",
         "-m",
         "plan",
-        *("--qmax-artifact", str(QMAX), "--ttotal-artifact", str(TTOTAL)),
-        *("--peak-rps", "5000", "--artifacts-dir", str(out), "--export-csv", str(out)),
+        *("--tts-qmax-artifact", str(QMAX), "--tts-ttotal-artifact", str(TTOTAL)),
+        *("--tts-peak-rps", "5000", "--tts-artifacts-dir", str(out), "--tts-export-csv", str(out)),
     )
     result.assert_outcomes(passed=1)
     assert (out / "plan-kokoro-82m.findings.csv").is_file()

@@ -200,9 +200,9 @@ gap_s = 0
             "no:cacheprovider",
             "-m",
             "qmax",
-            "--scenario",
+            "--tts-scenario",
             "json-audio.toml",
-            "--artifacts-dir",
+            "--tts-artifacts-dir",
             str(pytester.path / "out"),
         )
     result.assert_outcomes(passed=2, skipped=result.parseoutcomes().get("skipped", 0))

@@ -32,7 +32,7 @@ def test_every_check_holds_exit_0(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seen = given(monkeypatch, {"steady_p95": Check(True, "p95 300 ms <= 420 ms")})
-    assert cli.main(["validate-live", "--endpoint", "speech-x", "--plan", "p.json"]) == 0
+    assert cli.main(["validate-live", "--endpoint", "speech-x", "--plan-artifact", "p.json"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "validate_live: steady_p95: ok: p95 300 ms <= 420 ms",
         "validate_live: 1 of 1 checks hold",

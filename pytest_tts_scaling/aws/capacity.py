@@ -22,9 +22,6 @@ from pytest_tts_scaling.aws.snapshot import FreezeSnapshot
 # An update (scale to one, restore) has this long to come back InService, polled every POLL_S.
 IN_SERVICE_TIMEOUT_S = 30 * 60.0
 POLL_S = 15.0
-# How long a re-registration's own capacity change has to show (the endpoint leaving InService,
-# or its desired count moving inside the new limits) before the restore stops expecting one.
-ADJUST_GRACE_S = 120.0
 
 
 class FreezeError(RuntimeError):
@@ -124,46 +121,3 @@ class Capacity:
 
         what = f"{where} InService" + (f" with {self.unit} {count}" if count else "")
         self.clients.clock.wait_for(probe, timeout_s=timeout_s, interval_s=poll_s, what=what)
-
-    def wait_within(
-        self,
-        low: int,
-        high: int,
-        *,
-        grace_s: float,
-        timeout_s: float,
-        poll_s: float,
-        interrupted: Callable[[], bool] = lambda: False,
-    ) -> tuple[str, int | None, int | None]:
-        """(status, current, desired) once the desired count is inside [low, high] and the
-        endpoint is InService again, after a RegisterScalableTarget whose new limits leave the
-        count outside them: Application Auto Scaling then moves the count itself, and an
-        update sent before that one has finished is refused while the endpoint is Updating.
-
-        Registration returns before that update starts, so an InService endpoint with the old
-        count is not yet the end: the wait gives the change `grace_s` to show, and only an
-        endpoint still untouched after that (scaling left suspended, say) is returned as it is.
-        Bounded by `timeout_s` on the clients' clock.
-        """
-        where = self.describe()
-        start = self.clients.clock.monotonic()
-        seen_update = False
-
-        def probe() -> tuple[str, int | None, int | None] | None:
-            nonlocal seen_update
-            if interrupted():
-                raise RestoreInterrupted(f"stopped waiting for {where} to be InService")
-            counts = self.counts()
-            status, _, desired = counts
-            if status in TERMINAL_STATUSES or status == "Missing":
-                raise FreezeError(f"{where} is {status}: cannot restore its capacity")
-            if status != "InService":
-                seen_update = True
-                return None
-            if desired is not None and low <= desired <= high:
-                return counts
-            waited = self.clients.clock.monotonic() - start
-            return counts if seen_update or waited >= grace_s else None
-
-        what = f"{where} InService with desired {self.unit} within {low}..{high}"
-        return self.clients.clock.wait_for(probe, timeout_s=timeout_s, interval_s=poll_s, what=what)

@@ -2,7 +2,11 @@
 and from `tts-bench thaw` after a kill.
 
 The scaling flags and capacity limits come back before the instance (or copy) count, since they
-are what leaves an endpoint unable to scale.
+are what leaves an endpoint unable to scale. Registering limits that leave the current count
+outside them makes Application Auto Scaling move the count itself (RegisterScalableTarget's
+documented behaviour), and a count set while that update runs is refused, or undone by it. So
+the limits first come back widened to hold the current count, the count is restored, and only
+then the limits are put back exactly, around a count they already hold: nothing races.
 """
 
 from __future__ import annotations
@@ -10,12 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_tts_scaling.aws import scaling
-from pytest_tts_scaling.aws.capacity import (
-    ADJUST_GRACE_S,
-    IN_SERVICE_TIMEOUT_S,
-    POLL_S,
-    Capacity,
-)
+from pytest_tts_scaling.aws.capacity import IN_SERVICE_TIMEOUT_S, POLL_S, Capacity
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.snapshot import FreezeSnapshot
 
@@ -30,23 +29,27 @@ def restore(
     timeout_s: float = IN_SERVICE_TIMEOUT_S,
     poll_s: float = POLL_S,
     interrupted: Callable[[], bool] = lambda: False,
-    grace_s: float = ADJUST_GRACE_S,
 ) -> list[str]:
     """Put back everything the snapshot recorded. Idempotent; a target that is gone is left alone.
 
     The scaling flags and capacity limits come back first (they are what leaves an endpoint
-    unable to scale), then the desired instance (or copy) count; SageMaker refuses that while
+    unable to scale; limits that would exclude the current count are widened to hold it until
+    the count is back), then the desired instance (or copy) count; SageMaker refuses that while
     the endpoint is updating, so it waits for InService first unless `interrupted()` says to
-    stop waiting. Limits put back around a count outside them make Application Auto Scaling
-    move the count itself, so the restore first waits for that update to finish
-    (:meth:`Capacity.wait_within`). Returns what was done, one line each.
+    stop waiting; then the exact limits. Returns what was done, one line each.
     """
     done: list[str] = []
-    registered: tuple[int, int] | None = None
 
     def note(line: str) -> None:
         done.append(line)
         log(line)
+
+    wanted = snapshot.wanted_capacity
+    capacity = Capacity.of(clients, snapshot)
+    where = capacity.describe()
+    status, _, desired = capacity.counts()
+    # Limits still to put back once the count is restored (registered widened meanwhile).
+    pending: tuple[int, int] | None = None
 
     if snapshot.target is not None:
         want = snapshot.target
@@ -61,21 +64,23 @@ def restore(
                     f"SuspendedState restored to {scaling.flags_text(want.suspended_state)}"
                 )
             limits = (current["MinCapacity"], current["MaxCapacity"])
-            moved = limits != (want.min_capacity, want.max_capacity)
-            if moved:
-                changes.append(
-                    f"capacity {limits[0]}..{limits[1]} -> {want.min_capacity}..{want.max_capacity}"
-                )
+            final = (want.min_capacity, want.max_capacity)
+            register = final
+            if wanted is not None and desired is not None and desired != wanted:
+                register = (min(final[0], desired), max(final[1], desired))
+                pending = final if register != final else None
+            if limits != register:
+                changes.append(f"capacity {limits[0]}..{limits[1]} -> {register[0]}..{register[1]}")
+            if pending is not None:
+                changes.append(f"{final[0]}..{final[1]} once the {capacity.unit} is back")
             if changes:
                 scaling.register_suspended(
                     clients.autoscaling,
                     resource,
                     want.suspended_state,
-                    min_capacity=want.min_capacity if moved else None,
-                    max_capacity=want.max_capacity if moved else None,
+                    min_capacity=register[0] if limits != register else None,
+                    max_capacity=register[1] if limits != register else None,
                 )
-                if moved:
-                    registered = (want.min_capacity, want.max_capacity)
                 note(f"{resource}: " + "; ".join(changes))
             else:
                 note(
@@ -83,26 +88,7 @@ def restore(
                     f"{scaling.flags_text(want.suspended_state)}, "
                     f"capacity {want.min_capacity}..{want.max_capacity}"
                 )
-    wanted = snapshot.wanted_capacity
-    capacity = Capacity.of(clients, snapshot)
-    where = capacity.describe()
     if wanted is not None:
-        status, _, desired = capacity.counts()
-        if registered is not None and desired is not None and status != "Missing":
-            low, high = registered
-            if not low <= desired <= high:
-                log(
-                    f"waiting for Application Auto Scaling to bring {where} within {low}..{high} "
-                    "before restoring its capacity"
-                )
-                status, _, desired = capacity.wait_within(
-                    low,
-                    high,
-                    grace_s=grace_s,
-                    timeout_s=timeout_s,
-                    poll_s=poll_s,
-                    interrupted=interrupted,
-                )
         if status == "Missing" or desired is None:
             gone = "inference component" if snapshot.inference_component else "endpoint or variant"
             note(f"{where}: {gone} gone, capacity left alone")
@@ -119,4 +105,14 @@ def restore(
                 )
             capacity.set(wanted)
             note(f"{where}: desired {capacity.unit} {desired} -> {wanted}")
+    if pending is not None and snapshot.target is not None:
+        resource = snapshot.target.resource_id
+        scaling.register_suspended(
+            clients.autoscaling,
+            resource,
+            snapshot.target.suspended_state,
+            min_capacity=pending[0],
+            max_capacity=pending[1],
+        )
+        note(f"{resource}: capacity {pending[0]}..{pending[1]}")
     return done

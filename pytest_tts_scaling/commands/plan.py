@@ -8,14 +8,14 @@ for a plan with verdict ok or warn, 1 for stop, 2 for bad input (raised as Input
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.steps.plan import ARTIFACT_FLAGS
 
 FLAGS = (
+    "--qmax-artifact",
+    "--ttotal-artifact",
     "--peak-rps",
     "--trough-rps",
     "--min-floor",
@@ -34,9 +34,6 @@ def register(subparsers: Any) -> None:
         "cooldowns, fleet size and findings, each checked by simulating the fleet. Offline: "
         "calls nothing. Writes plan-MODEL.json to --artifacts-dir and prints the registry entry.",
     )
-    for spec in specs_named(*ARTIFACT_FLAGS):
-        short = ARTIFACT_FLAGS[spec.flag]
-        parser.add_argument(short, spec.flag, **dataclasses.replace(spec, flag=short).kwargs())
     add_to_argparse(parser, specs_named(*FLAGS))
     parser.set_defaults(func=run)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
@@ -30,13 +29,9 @@ def register(subparsers: Any) -> None:
         description="Force one more instance under a closed-loop probe at a rung the qmax "
         "artifact measured and time every stage. Without --endpoint, one more local container.",
     )
+    (qmax,) = specs_named("--qmax-artifact")
     parser.add_argument(
-        "--qmax",
-        dest="tts_qmax_artifact",
-        type=Path,
-        required=True,
-        metavar="FILE",
-        help="the qmax artifact of this endpoint (required)",
+        qmax.flag, **{**qmax.kwargs(), "help": "the qmax artifact of this endpoint (required)"}
     )
     add_to_argparse(parser, specs_named(*FLAGS))
     parser.set_defaults(func=run)

@@ -38,7 +38,6 @@ def register(subparsers: Any) -> None:
     add_option(
         parser,
         "--plan-artifact",
-        "--plan",
         help="The plan artifact. Default: ARTIFACTS_DIR/plan-MODEL.json.",
     )
     parser.set_defaults(func=run)

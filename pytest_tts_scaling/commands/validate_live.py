@@ -48,7 +48,6 @@ def register(subparsers: Any) -> None:
     add_option(
         parser,
         "--plan-artifact",
-        "--plan",
         help="The deployed plan (with --endpoint). Default: ARTIFACTS_DIR/plan-MODEL.json.",
     )
     parser.set_defaults(func=run)

@@ -12,14 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.spelling import both_flags
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome
     from pytest_tts_scaling.core.schema import Finding, PlanArtifact
     from pytest_tts_scaling.options import RunOptions
-
-# The pytest options and, in brackets, tts-bench's shorter spellings of the same dests.
-ARTIFACT_FLAGS = {"--qmax-artifact": "--qmax", "--ttotal-artifact": "--ttotal"}
 
 
 @dataclass(frozen=True)
@@ -49,9 +47,9 @@ def run_plan(options: RunOptions) -> PlanRun:
     missing = [flag for flag, path in given.items() if path is None]
     if missing:
         raise InputError(
-            f"plan needs {' and '.join(f'{flag} FILE' for flag in missing)} (tts-bench: "
-            f"{' and '.join(ARTIFACT_FLAGS[flag] for flag in missing)}): the artifacts of the "
-            "qmax and ttotal steps (see --artifacts-dir, default reports/)"
+            f"plan needs {' and '.join(f'{both_flags(flag)} FILE' for flag in missing)}: the "
+            f"artifacts of the qmax and ttotal steps (see {both_flags('--artifacts-dir')}, "
+            "default reports/)"
         )
     assert options.qmax_artifact is not None
     assert options.ttotal_artifact is not None

@@ -33,6 +33,7 @@ from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
 from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 from pytest_tts_scaling.steps.qmax_rung import (
@@ -100,8 +101,8 @@ def check_admission_bound(endpoint: Endpoint, top_rung: int | None, allow: bool)
         raise InputError(
             f"the admission bound of {endpoint.name} is {bound} ({endpoint.queue_max_depth_source})"
             f", below the top rung {top_rung}: rungs above it would only measure the admission "
-            f"gate; expected a bound >= {top_rung} (redeploy unbounded, lower --ladder, or pass "
-            "--allow-shallow-queue)"
+            f"gate; expected a bound >= {top_rung} (redeploy unbounded, lower "
+            f"{both_flags('--ladder')}, or pass {both_flags('--allow-shallow-queue')})"
         )
 
 

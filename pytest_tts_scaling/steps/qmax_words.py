@@ -14,6 +14,7 @@ from pytest_tts_scaling.core.verdicts import (
     verdict_words,
 )
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
 
 
@@ -52,7 +53,7 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
         lines.append(
             f"qmax: N={', '.join(map(str, thin))} judged on fewer than {MIN_COMPLETIONS} "
             "completed requests, even after extending the window: their p95 is little more "
-            "than their slowest request (use a longer --measure-s)"
+            f"than their slowest request (use a longer {both_flags('--measure-s')})"
         )
     if a.non_monotonic:
         lines.append(
@@ -74,7 +75,9 @@ def no_qmax_message(artifact: QmaxArtifact) -> str:
     if first is not None and not first.usable:
         lowest += f", unusable ({first.unusable_reason})"
     causes = [line.removeprefix("qmax: ") for line in trust_lines(artifact)]
-    advice = "; ".join(causes) or "raise --slo-ms, or find out why one request alone is this slow"
+    advice = "; ".join(causes) or (
+        f"raise {both_flags('--slo-ms')}, or find out why one request alone is this slow"
+    )
     return f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
 
 

@@ -14,6 +14,7 @@ from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, ttotal_
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import ResolvedOptions
+from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.ttotal_timer import TRIGGER, ScaleTimer
 
 
@@ -21,7 +22,7 @@ def require_qmax_artifact(settings: ResolvedOptions) -> Path:
     """The qmax artifact ttotal reads; refused before anything is started without one."""
     if settings.run.qmax_artifact is None:
         raise InputError(
-            "ttotal needs the qmax artifact: expected --qmax-artifact FILE (tts-bench: --qmax FILE)"
+            f"ttotal needs the qmax artifact: expected {both_flags('--qmax-artifact')} FILE"
         )
     return settings.run.qmax_artifact
 

@@ -47,6 +47,7 @@ from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Stage, Ttot
 from pytest_tts_scaling.core.timeline import DEFAULT_POLICY_LAG_S, iso
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.fleet.localfleet import LocalFleet
+from pytest_tts_scaling.spelling import both_flags
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.aws.clients import AwsClients
@@ -299,8 +300,8 @@ def run_validate_live(options: RunOptions, progress: Progress) -> LiveRun:
         )
     if options.kind == "sagemaker" and options.inference_component:
         raise InputError(
-            "--inference-component: validate_live reads a variant's instances, not an "
-            "inference component's copies; expected --endpoint NAME alone"
+            f"{both_flags('--inference-component')}: validate_live reads a variant's instances, "
+            "not an inference component's copies; expected --endpoint NAME alone"
         )
     workdir = options.artifacts_dir / "validate-live"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -344,7 +345,7 @@ def deployed_plan(options: RunOptions, progress: Progress) -> PlanOutcome:
     if not path.is_file():
         raise InputError(
             f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
-            "writes it to --artifacts-dir; or --plan-artifact FILE)"
+            f"writes it to the artifacts directory; or {both_flags('--plan-artifact')} FILE)"
         )
     outcome, why = recompute(load(path, PlanArtifact), path.parent)
     if outcome is None:

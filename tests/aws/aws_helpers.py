@@ -374,3 +374,34 @@ def make_plan(**overrides: Any) -> PlanArtifact:
         "config_block": "ModelEndpointConfig(...)",
     }
     return factories.make_plan(**{**values, **overrides})
+
+
+def run_control_plane(clients: Any, artifacts_dir: Any) -> Deployed:
+    """What a run does to a deployed endpoint on moto: freeze (lock, suspend, pin) and its
+    restore with a lock let go on the way, thaw, drift, validate and the rungs' CloudWatch join."""
+    from pytest_tts_scaling.aws.cloudwatch import annotate_rungs
+    from pytest_tts_scaling.aws.drift import run_drift
+    from pytest_tts_scaling.aws.fingerprint import describe_endpoint
+    from pytest_tts_scaling.aws.freeze import freeze, thaw
+    from pytest_tts_scaling.aws.lock import abandon_lock, read_locks
+    from pytest_tts_scaling.aws.validate import run_validate
+
+    d = deploy(unique(), instances=2)
+    arn = (describe_endpoint(clients.sagemaker, d.endpoint) or {})["EndpointArn"]
+    with freeze(clients, d.endpoint, artifacts_dir=artifacts_dir, log=lambda line: None):
+        (lock,) = read_locks(clients.sagemaker, arn)
+        abandon_lock(clients.sagemaker, arn, lock)
+    thaw(clients, d.endpoint, artifacts_dir=artifacts_dir, log=lambda line: None)
+    run_drift(clients, d.endpoint, artifacts_dir=artifacts_dir, plan=make_plan())
+    run_validate(clients, d.endpoint, make_plan())
+    now = datetime.now(UTC)
+    rung = factories.make_rung(1).model_copy(
+        update={
+            "window_start": (now - timedelta(minutes=30)).isoformat(),
+            "window_end": (now - timedelta(minutes=29)).isoformat(),
+        }
+    )
+    annotate_rungs(
+        clients.cloudwatch, [rung], endpoint=d.endpoint, variant="AllTraffic", clock=clients.clock
+    )
+    return d

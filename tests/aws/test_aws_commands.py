@@ -68,7 +68,7 @@ def test_drift_of_an_unknown_endpoint_fails(aws_env: dict[str, str], tmp_path: P
 def test_validate_exit_codes(aws_env: dict[str, str], tmp_path: Path) -> None:
     d = deploy(unique())
     plan = save(make_plan(), tmp_path / "plan-kokoro-82m.json")
-    ok = bench(aws_env, "validate", "--endpoint", d.endpoint, "--plan", str(plan))
+    ok = bench(aws_env, "validate", "--endpoint", d.endpoint, "--plan-artifact", str(plan))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.splitlines()[-1] == "validate-ok: 16 fields match the plan"
 
@@ -78,7 +78,9 @@ def test_validate_exit_codes(aws_env: dict[str, str], tmp_path: Path) -> None:
     assert bad.returncode == 1
     assert "MISMATCH scale_in_cooldown_s: deployed 960, planned 600" in bad.stdout
 
-    missing = bench(aws_env, "validate", "--endpoint", d.endpoint, "--plan", str(tmp_path / "x"))
+    missing = bench(
+        aws_env, "validate", "--endpoint", d.endpoint, "--plan-artifact", str(tmp_path / "x")
+    )
     assert missing.returncode == 2
     assert missing.stderr.strip().count("\n") == 0
     assert "no such artifact file" in missing.stderr
@@ -133,7 +135,7 @@ def scenario(env: dict[str, str], tmp_path: Path, marker: str, *args: str) -> di
 
 def test_drift_scenario_names_each_check(aws_env: dict[str, str], tmp_path: Path) -> None:
     d = deploy(unique())
-    args = ("--endpoint", d.endpoint, "--artifacts-dir", str(tmp_path))
+    args = ("--endpoint", d.endpoint, "--tts-artifacts-dir", str(tmp_path))
     outcomes = scenario(aws_env, tmp_path, "drift", *args)
     assert len(outcomes) == 10
     assert set(outcomes.values()) == {"passed"}, outcomes
@@ -148,7 +150,7 @@ def test_validate_scenario_names_each_field(aws_env: dict[str, str], tmp_path: P
     d = deploy(unique(), target_value=30.0)
     plan = save(make_plan(), tmp_path / "plan.json")
     outcomes = scenario(
-        aws_env, tmp_path, "validate", "--endpoint", d.endpoint, "--plan-artifact", str(plan)
+        aws_env, tmp_path, "validate", "--endpoint", d.endpoint, "--tts-plan-artifact", str(plan)
     )
     assert len(outcomes) == 16
     assert [name for name, o in outcomes.items() if o == "failed"] == [

@@ -376,9 +376,9 @@ def test_a_terminal_status_ends_the_wait_at_once(fake_clock: FakeClock, final: s
 
 
 class RaisingTarget:
-    """Application Auto Scaling and SageMaker together, as a re-registration races a restore:
-    limits registered above the desired count make the service raise the count itself, one
-    DescribeEndpoint later than the registration returns (Updating for two more), and an
+    """Application Auto Scaling and SageMaker together, as they would race a restore: limits
+    registered around a desired count outside them make the service move the count itself,
+    one DescribeEndpoint later than the registration returns (Updating for two more), and an
     UpdateEndpointWeightsAndCapacities sent before that update has finished is refused."""
 
     def __init__(self) -> None:
@@ -386,6 +386,7 @@ class RaisingTarget:
         self.target = {"ResourceId": "endpoint/speech-x/variant/AllTraffic", "MinCapacity": 1}
         self.target |= {"MaxCapacity": 1, "SuspendedState": dict.fromkeys(ALL_TRUE, True)}
         self.pending: list[str] = []
+        self.registered: list[tuple[int, int]] = []
         self.updates: list[int] = []
 
     def describe_scalable_targets(self, **kwargs: object) -> dict[str, object]:
@@ -393,7 +394,8 @@ class RaisingTarget:
 
     def register_scalable_target(self, **kwargs: Any) -> None:
         self.target |= {k: kwargs[k] for k in ("MinCapacity", "MaxCapacity", "SuspendedState")}
-        if kwargs["MinCapacity"] > self.desired:
+        self.registered.append((kwargs["MinCapacity"], kwargs["MaxCapacity"]))
+        if not kwargs["MinCapacity"] <= self.desired <= kwargs["MaxCapacity"]:
             self.pending = ["InService", "Updating", "Updating"]
 
     def describe_endpoint(self, EndpointName: str) -> dict[str, object]:
@@ -415,50 +417,51 @@ class RaisingTarget:
     def update_endpoint_weights_and_capacities(self, **kwargs: Any) -> None:
         if self.pending:
             raise RuntimeError("ValidationException: Cannot update in-progress endpoint")
-        self.updates.append(kwargs["DesiredWeightsAndCapacities"][0]["DesiredInstanceCount"])
+        self.desired = kwargs["DesiredWeightsAndCapacities"][0]["DesiredInstanceCount"]
+        self.updates.append(self.desired)
 
 
-def test_restore_waits_for_the_raise_a_registration_starts(fake_clock: FakeClock) -> None:
+def _raising(
+    fake_clock: FakeClock, min_capacity: int
+) -> tuple[RaisingTarget, AwsClients, FreezeSnapshot]:
+    """The fake, clients on it, and a snapshot of 3 instances within min_capacity..4."""
     from pytest_tts_scaling.aws.snapshot import TargetSnapshot
 
     fake = RaisingTarget()
     clients = AwsClients(clock=fake_clock.clock())
     clients._clients |= {"sagemaker": fake, "application-autoscaling": fake}
-    snapshot = _pinned_snapshot().model_copy(
-        update={
-            "target": TargetSnapshot(
-                resource_id="endpoint/speech-x/variant/AllTraffic",
-                min_capacity=2,
-                max_capacity=4,
-                suspended_state=dict.fromkeys(ALL_FALSE, False),
-            )
-        }
+    target = TargetSnapshot(
+        resource_id="endpoint/speech-x/variant/AllTraffic",
+        min_capacity=min_capacity,
+        max_capacity=4,
+        suspended_state=ALL_FALSE,
     )
-    lines = restore(clients, snapshot, log=print, poll_s=15)
-    assert fake.updates == [3]  # sent once the service's own raise to 2 had finished
-    assert fake_clock.sleeps == [15, 15]
-    assert lines[-1] == "speech-x/AllTraffic: desired instance count 2 -> 3"
+    return fake, clients, _pinned_snapshot().model_copy(update={"target": target})
 
 
-def test_a_registration_that_moves_nothing_is_waited_for_only_its_grace(
+def test_restore_never_registers_limits_that_leave_the_count_outside(
     fake_clock: FakeClock,
 ) -> None:
-    from pytest_tts_scaling.aws.snapshot import TargetSnapshot
-
-    fake = RaisingTarget()
-    fake.register_scalable_target = lambda **kwargs: None  # type: ignore[method-assign]
-    clients = AwsClients(clock=fake_clock.clock())
-    clients._clients |= {"sagemaker": fake, "application-autoscaling": fake}
-    snapshot = _pinned_snapshot().model_copy(
-        update={
-            "target": TargetSnapshot(
-                resource_id="endpoint/speech-x/variant/AllTraffic",
-                min_capacity=2,
-                max_capacity=4,
-                suspended_state=dict.fromkeys(ALL_TRUE, True),
-            )
-        }
-    )
-    restore(clients, snapshot, log=print, poll_s=15, grace_s=60)
+    """Limits 2..4 around the pinned 1 would start the service's own update, racing the
+    restore's; they come back widened to 1..4, the count goes to 3, then 2..4."""
+    fake, clients, snapshot = _raising(fake_clock, min_capacity=2)
+    lines = restore(clients, snapshot, log=print, poll_s=15)
     assert fake.updates == [3]
-    assert sum(fake_clock.sleeps) == 60
+    assert fake.registered == [(1, 4), (2, 4)]
+    assert fake.target["SuspendedState"] == ALL_FALSE
+    assert fake_clock.sleeps == []
+    assert lines == [
+        "endpoint/speech-x/variant/AllTraffic: SuspendedState restored to "
+        "DynamicScalingInSuspended=false, DynamicScalingOutSuspended=false, "
+        "ScheduledScalingSuspended=false; capacity 1..1 -> 1..4; 2..4 once the instance count "
+        "is back",
+        "speech-x/AllTraffic: desired instance count 1 -> 3",
+        "endpoint/speech-x/variant/AllTraffic: capacity 2..4",
+    ]
+
+
+def test_limits_that_hold_the_count_come_back_at_once(fake_clock: FakeClock) -> None:
+    fake, clients, snapshot = _raising(fake_clock, min_capacity=1)
+    restore(clients, snapshot, log=print, poll_s=15)
+    assert fake.registered == [(1, 4)]
+    assert fake.updates == [3]

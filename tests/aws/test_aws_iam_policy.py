@@ -19,8 +19,7 @@ from botocore.client import BaseClient
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from tests.aws.aws_calls import ROOT, SERVICES, CallSite, call_sites
-from tests.aws.aws_helpers import deploy, make_plan, record_operations, unique
-from tests.factories import make_rung
+from tests.aws.aws_helpers import record_operations, run_control_plane
 
 IAM = ROOT / "infra" / "iam"
 PACKAGE = ROOT / "pytest_tts_scaling"
@@ -138,32 +137,10 @@ def test_scaling_targets_and_inference_components_are_scoped() -> None:
 
 
 def test_what_a_run_calls_on_moto_is_in_the_policy(clients: AwsClients, tmp_path: Path) -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from pytest_tts_scaling.aws.cloudwatch import annotate_rungs
-    from pytest_tts_scaling.aws.drift import run_drift
-    from pytest_tts_scaling.aws.freeze import freeze, thaw
-    from pytest_tts_scaling.aws.validate import run_validate
-
-    d = deploy(unique(), instances=2)
     seen = record_operations(
         clients.sagemaker, clients.autoscaling, clients.cloudwatch, clients.logs
     )
-    with freeze(clients, d.endpoint, artifacts_dir=tmp_path, log=lambda line: None):
-        pass
-    thaw(clients, d.endpoint, artifacts_dir=tmp_path, log=lambda line: None)
-    run_drift(clients, d.endpoint, artifacts_dir=tmp_path, plan=make_plan())
-    run_validate(clients, d.endpoint, make_plan())
-    now = datetime.now(UTC)
-    rung = make_rung(1).model_copy(
-        update={
-            "window_start": (now - timedelta(minutes=30)).isoformat(),
-            "window_end": (now - timedelta(minutes=29)).isoformat(),
-        }
-    )
-    annotate_rungs(
-        clients.cloudwatch, [rung], endpoint=d.endpoint, variant="AllTraffic", clock=clients.clock
-    )
+    run_control_plane(clients, tmp_path)
     called = {
         f"{SERVICES[c.meta.service_model.service_name]}:{name}"
         for c, name in seen_by_client(clients, seen)

@@ -98,17 +98,22 @@ def activity(
     return item
 
 
-def stubbed_autoscaling(
-    pages: list[list[dict[str, Any]]], *, more: bool = False, resource: str = RESOURCE
-) -> tuple[Any, Stubber]:
-    """A client answering `pages` in turn; `more`: the last one says another page follows."""
-    client = boto3.client(
-        "application-autoscaling",
+def offline(service: str) -> Any:
+    """A client that can reach nothing: a Stubber answers for it."""
+    return boto3.client(
+        service,
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
         endpoint_url="http://127.0.0.1:9",
     )
+
+
+def stubbed_autoscaling(
+    pages: list[list[dict[str, Any]]], *, more: bool = False, resource: str = RESOURCE
+) -> tuple[Any, Stubber]:
+    """A client answering `pages` in turn; `more`: the last one says another page follows."""
+    client = offline("application-autoscaling")
     stubber = Stubber(client)
     expected = {
         "ServiceNamespace": "sagemaker",
@@ -288,13 +293,7 @@ def test_a_run_that_starts_mid_period_reads_the_period_it_starts_in(clients: Aws
 def test_a_run_read_after_three_hours_is_read_at_the_period_cloudwatch_still_holds() -> None:
     """10 s datapoints are kept for 3 hours: a run read 4 hours later asks for 60 s periods,
     as the rungs' join does, and each reading covers its whole minute."""
-    client = boto3.client(
-        "cloudwatch",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        endpoint_url="http://127.0.0.1:9",
-    )
+    client = offline("cloudwatch")
     start, end = at(15), at(15 + 300)
     points = [{"Timestamp": at(60 * i), "Maximum": float(i + 1)} for i in range(6)]
     stubber = Stubber(client)

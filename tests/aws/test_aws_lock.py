@@ -359,7 +359,7 @@ def test_every_command_that_refuses_takes_the_force_it_suggests(command: str) ->
     from pytest_tts_scaling.cli import build_parser
     from pytest_tts_scaling.options import RunOptions
 
-    extra = ["--qmax", "q.json"] if command == "ttotal" else []
+    extra = ["--qmax-artifact", "q.json"] if command == "ttotal" else []
     args = build_parser().parse_args([command, "--endpoint", "speech-x", *extra, "--force"])
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
     assert RunOptions.from_namespace(values).force is True

@@ -36,7 +36,7 @@ from botocore.validate import ParamValidator
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from tests.aws.aws_calls import HTTP2_SERVICE, ROOT, SOURCES, CallSite, call_sites
-from tests.aws.aws_helpers import client, deploy, make_plan, put_concurrency, unique
+from tests.aws.aws_helpers import client, put_concurrency, run_control_plane, unique
 from tests.aws.eventstream_server import EventStreamServer, Script, payload_part
 from tests.aws.test_aws_inference_component import (  # noqa: F401 (the fixture)
     EP,
@@ -46,7 +46,6 @@ from tests.aws.test_aws_inference_component import (  # noqa: F401 (the fixture)
     stubs,
 )
 from tests.aws.test_aws_live import SCOPE, activity, at, stubbed_autoscaling
-from tests.factories import make_rung
 
 # Calls no botocore model describes, and why they are not checked here.
 NOT_IN_BOTOCORE = {
@@ -162,35 +161,6 @@ def uncovered(sites: list[CallSite], requests: list[Request]) -> list[CallSite]:
 
 
 # --- the package's own functions, every path that calls AWS -------------------------------------
-
-
-def control_plane_on_moto(clients: AwsClients, tmp_path: Path) -> None:
-    """freeze (lock, suspend, pin) and its restore, thaw, drift, validate, the rungs' join."""
-    from pytest_tts_scaling.aws.cloudwatch import annotate_rungs
-    from pytest_tts_scaling.aws.drift import run_drift
-    from pytest_tts_scaling.aws.fingerprint import describe_endpoint
-    from pytest_tts_scaling.aws.freeze import freeze, thaw
-    from pytest_tts_scaling.aws.lock import abandon_lock, read_locks
-    from pytest_tts_scaling.aws.validate import run_validate
-
-    d = deploy(unique(), instances=2)
-    arn = (describe_endpoint(clients.sagemaker, d.endpoint) or {})["EndpointArn"]
-    with freeze(clients, d.endpoint, artifacts_dir=tmp_path, log=lambda line: None):
-        (lock,) = read_locks(clients.sagemaker, arn)
-        abandon_lock(clients.sagemaker, arn, lock)
-    thaw(clients, d.endpoint, artifacts_dir=tmp_path, log=lambda line: None)
-    run_drift(clients, d.endpoint, artifacts_dir=tmp_path, plan=make_plan())
-    run_validate(clients, d.endpoint, make_plan())
-    now = datetime.now(UTC)
-    rung = make_rung(1).model_copy(
-        update={
-            "window_start": (now - timedelta(minutes=30)).isoformat(),
-            "window_end": (now - timedelta(minutes=29)).isoformat(),
-        }
-    )
-    annotate_rungs(
-        clients.cloudwatch, [rung], endpoint=d.endpoint, variant="AllTraffic", clock=clients.clock
-    )
 
 
 def inference_component_stubbed(stubbed: Stubs) -> None:
@@ -330,7 +300,7 @@ def every_path(
     runtime: EventStreamServer,
     tmp_path: Path,
 ) -> list[Request]:
-    control_plane_on_moto(clients, tmp_path)
+    run_control_plane(clients, tmp_path)
     inference_component_stubbed(stubs)
     validate_live_readings(clients)
     ttotal_log_reads()

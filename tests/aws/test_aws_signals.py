@@ -178,7 +178,7 @@ def test_sigterm_under_pytest_restores_through_the_frozen_fixture(
             "-s",
             "--endpoint",
             d.endpoint,
-            "--artifacts-dir",
+            "--tts-artifacts-dir",
             str(tmp_path / "reports"),
         ],
         cwd=tmp_path,

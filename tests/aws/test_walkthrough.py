@@ -215,8 +215,9 @@ def test_the_walkthrough_runs_as_printed_against_moto(
     monkeypatch.setattr("pytest_tts_scaling.endpoints.sagemaker.AwsClients", lambda: clients)
     monkeypatch.chdir(tmp_path)
     ttotal_words = filled(commands["ttotal"], tmp_path, {})
-    given_qmax = ttotal_words[ttotal_words.index("--qmax-artifact") + 1]
-    assert given_qmax == str(qmax_path.relative_to(tmp_path))
+    assert ttotal_words[ttotal_words.index("--qmax-artifact") + 1] == str(
+        qmax_path.relative_to(tmp_path)
+    )
     assert main([*ttotal_words[1:], *PROBE]) == 0
     ttotal = load(one(reports, "ttotal-kokoro-82m-forced-g4dnxlarge-8b1b96bc.json"), TtotalArtifact)
     assert ttotal.probe["recovered"] is True

@@ -94,7 +94,16 @@ def minimal_reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
     qmax = write(inputs / QMAX.name, minimal_qmax(json.loads(QMAX.read_text())))
     ttotal = write(inputs / TTOTAL.name, minimal_ttotal(json.loads(TTOTAL.read_text())))
     planned = tmp_path_factory.mktemp("minimal-planned")
-    args = ["--qmax", qmax, "--ttotal", ttotal, "--peak-rps", 5000, "--trough-rps", 10]
+    args = [
+        "--qmax-artifact",
+        qmax,
+        "--ttotal-artifact",
+        ttotal,
+        "--peak-rps",
+        5000,
+        "--trough-rps",
+        10,
+    ]
     assert main(["plan", *map(str, args), "--artifacts-dir", str(planned)]) == 0
     plan = json.loads((planned / f"plan-{MODEL}.json").read_text())
     reports = tmp_path_factory.mktemp("minimal-reports")
