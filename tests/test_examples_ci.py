@@ -152,7 +152,9 @@ def check_pytest(command: Command, pytester: pytest.Pytester) -> int:
 def check_tts_bench(command: Command) -> str:
     args = with_samples(command.args)
     assert args, f"{command.where}: tts-bench without a command"
-    assert args[0].replace("-", "_") in COMMANDS, f"{command.where}: {args[0]} is not a tts-bench command"
+    assert args[0].replace("-", "_") in COMMANDS, (
+        f"{command.where}: {args[0]} is not a tts-bench command"
+    )
     try:
         parsed = build_parser().parse_args(args)
     except SystemExit as exc:
