@@ -2,7 +2,8 @@
 machine, measured one after the other by the same qmax search.
 
     .venv/bin/python benchmarks/peer.py --path /work/ext/Kokoro-FastAPI \\
-        [--model-dir DIR] [--voice jm_kumo] [--slo-ms 3000] [--ladder 1,2,3] [--hold-s 40]
+        [--model-dir DIR] [--voice jm_kumo] [--slo-ms 3000] [--ladder 1,2,3] [--hold-s 40] \\
+        [--words 14,5]
 
 Kokoro-FastAPI (github.com/remsky/Kokoro-FastAPI) runs from its own checkout outside this
 repository (`--path`, never copied into it) with its own interpreter (`--python`, by default the
@@ -37,7 +38,7 @@ import httpx
 from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import ToolError
-from pytest_tts_scaling.load.scenario import load_scenario, resolve
+from pytest_tts_scaling.load.scenario import LengthWords, load_scenario, resolve
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
@@ -251,6 +252,12 @@ def measure(
     progress: Callable[[str], None],
 ) -> Figures:
     scenario = load_scenario(resolve(server.scenario, []))
+    if args.words is not None:
+        mean, stddev = args.words
+        text = scenario.text.model_copy(
+            update={"length_words": LengthWords(mean=mean, stddev=stddev)}
+        )
+        scenario = scenario.model_copy(update={"text": text})
     workload = replace(Workload.from_scenario(scenario, model=server.name), voices=[args.voice])
     settings = RunOptions(
         endpoint_url=f"http://127.0.0.1:{port}",
@@ -294,6 +301,17 @@ def measure(
     )
 
 
+def words(value: str) -> tuple[float, float]:
+    try:
+        mean, _, stddev = value.partition(",")
+        parsed = float(mean), float(stddev or 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MEAN[,STDDEV] words, got {value!r}") from None
+    if parsed[0] <= 0 or parsed[1] < 0:
+        raise argparse.ArgumentTypeError("expected a mean > 0 and a stddev >= 0")
+    return parsed
+
+
 def ladder(value: str) -> tuple[int, ...]:
     try:
         rungs = tuple(int(v) for v in value.split(","))
@@ -317,6 +335,13 @@ def main() -> int:
     )
     parser.add_argument(
         "--voice", default="jm_kumo", help="the voice both speak (default: jm_kumo)"
+    )
+    parser.add_argument(
+        "--words",
+        type=words,
+        default=None,
+        metavar="MEAN[,STDDEV]",
+        help="text length in words (default: the scenarios' 14,5)",
     )
     parser.add_argument("--slo-ms", type=float, default=3000.0, help="p95 TTFAB SLO (default 3000)")
     parser.add_argument("--ladder", type=ladder, default=None, help="rungs (default: the search)")

@@ -13,8 +13,8 @@ from typing import Literal
 
 import pytest
 
-from pytest_tts_scaling.calibration import SerialStreamServer
-from pytest_tts_scaling.calibration.cases import BY_NAME, CALIBRATION_KEY
+from pytest_tts_scaling.calibration import SerialStreamServer, Slots
+from pytest_tts_scaling.calibration.cases import BY_NAME, CALIBRATION_KEY, Case
 from pytest_tts_scaling.core.decoding import DecodeError, ResponseFormat
 from pytest_tts_scaling.core.records import AudioFormat, RequestSpec, StreamTimer
 from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
@@ -270,3 +270,37 @@ def test_qmax_through_the_shipped_scenario_gives_the_truth(name: str, tmp_path: 
     }
     for written in tmp_path.iterdir():
         assert CALIBRATION_KEY not in written.read_text()
+
+
+def test_the_probe_after_a_silent_rung_waits_as_long_as_the_rung_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-burst server's silence raised the rungs' stall bound; the probe after a rung that
+    heard nothing must not cut a lone answer sooner (Kokoro-FastAPI at N=1 on a busy host read
+    as "stopped answering")."""
+    from pytest_tts_scaling.load import engine
+    from pytest_tts_scaling.steps import qmax
+
+    bounds: list[float] = []
+
+    def spy(*args: object, stall_s: float) -> str | None:
+        bounds.append(stall_s)
+        return None
+
+    monkeypatch.setattr(qmax, "silence_after", spy)
+    monkeypatch.setattr(qmax, "PROBE_PATIENCE_S", 1.0)
+    monkeypatch.setattr(engine, "STALL_FLOOR_S", 0.2)
+    seen: list[float] = []
+    measure_rung = qmax.measure_rung
+
+    def keep_stall(*args: object, stall_s: float, **kwargs: object) -> object:
+        seen.append(stall_s)
+        return measure_rung(*args, stall_s=stall_s, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(qmax, "measure_rung", keep_stall)
+    case = Case("burst", Slots(1, service_s=0.8, first_audio_s=0.8), slo_ms=200.0)
+    run = measure(case, ladder=(1,), hold_s=1.0, artifacts_dir=tmp_path)
+    assert run.outcome.error is None, run.outcome
+    # The probe heard 0.8 s of silence: rungs may wait 3 x 0.8 s, past the 1 s patience.
+    assert seen == [pytest.approx(2.4, abs=0.3)]
+    assert bounds == seen

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,18 @@ def test_a_bad_rate_names_the_field() -> None:
 
     with pytest.raises(InputError, match="sample_rate"):
         resample(np.zeros(10), 0)
+
+
+def test_a_missing_recognizer_is_one_line_naming_the_option(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.load import recognizer
+
+    monkeypatch.setitem(sys.modules, "pocketsphinx", None)
+    recognizer.decoder.cache_clear()
+    try:
+        with pytest.raises(InputError, match=r"--tts-wer-sample \(tts-bench: --wer-sample\) needs"):
+            recognizer.decoder()
+    finally:
+        recognizer.decoder.cache_clear()

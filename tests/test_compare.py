@@ -11,8 +11,7 @@ import pytest
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.cli import main
-from pytest_tts_scaling.core.compare import compare_qmax
-from pytest_tts_scaling.core.comparison import Comparison
+from pytest_tts_scaling.core.compare import Comparison, compare_qmax
 from pytest_tts_scaling.core.schema import (
     DeployedConfig,
     Interval,

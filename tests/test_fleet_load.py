@@ -145,11 +145,6 @@ def test_help_reads_like_documentation() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--endpoint-url", "http://127.0.0.1:9"], "exactly one of --users, --rate"),
-        (
-            ["--endpoint-url", "http://127.0.0.1:9", "--users", "2", "--rate", "3"],
-            "got --users and --rate",
-        ),
         (["--endpoint-url", "http://127.0.0.1:9", "--users", "2"], "--users needs --duration"),
         (["--users", "2", "--duration", "1"], "expected --endpoint-url URL or --endpoint NAME"),
         (
@@ -195,6 +190,31 @@ def test_bad_option_values_are_refused_by_the_parser(
         main(["load", "--endpoint-url", "http://127.0.0.1:9", flag, value])
     assert exit_info.value.code == 2
     assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], "one of the arguments --users --rate --step --trace is required"),
+        (["--users", "2", "--rate", "3"], "argument --rate: not allowed with argument --users"),
+        (["--step", "1:1", "--trace", "t.txt"], "argument --trace: not allowed with argument"),
+    ],
+)
+def test_the_four_schedules_exclude_each_other_in_the_parser(
+    args: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["load", "--endpoint-url", "http://127.0.0.1:9", *args])
+    assert exit_info.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_the_processes_help_names_its_real_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["load", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Default: none (this process sends)" in text
+    assert "--processes P Worker processes" in text
 
 
 def test_a_dead_endpoint_is_recorded_with_the_engines_error_code(tmp_path: Path) -> None:

@@ -126,8 +126,9 @@ def test_a_healthy_endpoint_passes_the_probe_with_one_request() -> None:
         probe = require_answer(UrlEndpoint(server.base_url), "response-stream", request, stall_s=5)
     assert probe.healthy
     assert probe.summary()["requests"] == 1
-    assert 0.015 <= probe.quietest_s < 1.0  # its first audio came after 20 ms
     assert probe.answer is not None
+    # Its first audio came after 20 ms: the quietest stretch is that wait, within the answer.
+    assert 0.015 <= probe.quietest_s <= probe.answer.latency_ms / 1000
     assert probe.answer.rung == 0
 
 
@@ -143,7 +144,8 @@ def test_a_cold_first_answer_is_asked_for_again_and_does_not_raise_the_stall_bou
     assert probe.summary()["cold_ttfab_ms"] == probe.records[0].ttfab_ms
     assert [r.status for r in probe.records] == ["ok", "ok"]
     assert (probe.records[0].ttfab_ms or 0.0) >= 2000.0
-    assert probe.quietest_s < 1.0
+    # The warm answer's silence, not the cold one's 2 s, is the endpoint's own.
+    assert probe.quietest_s < (probe.records[0].ttfab_ms or 0.0) / 1000
     assert stall_bound_s(200, probe.quietest_s) == 5.0
 
 
@@ -177,12 +179,12 @@ def test_an_endpoint_that_stops_mid_run_ends_the_ladder_with_the_rungs_kept(
     assert written["complete"] is False
     assert str(written["stop_reason"]).startswith(f"endpoint stopped answering at N=2: {seen}")
     assert [r["concurrency"] for r in written["rungs"]] == [1]
-    assert written["probe"] == {
-        "requests": 1,
-        "healthy": True,
-        "ttfab_ms": pytest.approx(20, abs=30),
-        "latency_ms": pytest.approx(50, abs=40),
-    }
+    probe = written["probe"]
+    assert (probe["requests"], probe["healthy"]) == (1, True)
+    # First audio after 20 ms, the answer after 50 ms: never sooner (a busy host only delays).
+    assert 15 <= probe["ttfab_ms"] <= probe["latency_ms"]
+    assert probe["latency_ms"] >= 45
+    assert set(probe) == {"requests", "healthy", "ttfab_ms", "latency_ms"}
 
 
 def test_the_503_body_names_the_bound_and_a_ladder_above_it_is_refused(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,24 @@ def test_a_shared_host_leaves_the_client_a_core() -> None:
     assert CoreSplit.for_cores([0, 1]).server_threads == 1
     assert CoreSplit.for_cores([0]).server_threads == 1
     assert CoreSplit.for_cores([0, 1, 2, 3]).server_threads == 2
+
+
+def test_the_client_is_pinned_only_while_inside_and_its_affinity_comes_back() -> None:
+    if not hasattr(os, "sched_setaffinity") or len(host.usable_cores()) < 2:
+        pytest.skip("needs two cores this process may run on")
+    before = os.sched_getaffinity(0)
+    first, *rest = sorted(before)
+    split = CoreSplit(server=(first,), client=tuple(rest))
+    with split.client_pinned():
+        assert os.sched_getaffinity(0) == set(rest)
+    assert os.sched_getaffinity(0) == before
+    with pytest.raises(RuntimeError), split.client_pinned():
+        raise RuntimeError("the endpoint failed")
+    assert os.sched_getaffinity(0) == before
+
+
+def test_a_shared_split_pins_nothing() -> None:
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    with CoreSplit.for_cores([0, 1]).client_pinned():
+        if before is not None:
+            assert os.sched_getaffinity(0) == before

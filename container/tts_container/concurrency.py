@@ -92,10 +92,6 @@ class SynthesisJob:
         self.piece: Any = None
 
     @property
-    def segments_done(self) -> int:
-        return self.stream.segments
-
-    @property
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +162,6 @@ class Settings:
             return cls(**values)
         except SettingsError as exc:
             raise SettingsError(f"{exc} (check the environment variables)") from None
-
-    def with_overrides(self, **overrides: Any) -> Settings:
-        return replace(self, **overrides)
 
     @property
     def labels(self) -> dict[str, str]:

@@ -23,6 +23,7 @@ from pytest_tts_scaling.load.transports import (
     Transport,
     admission_bound,
     error_outcome,
+    named,
 )
 
 # A request id longer than this is cut; SageMaker's InferenceId allows 64 characters.
@@ -134,11 +135,11 @@ class _StreamSession:
             timer.finished("error", botocore_failure_code(exc, timer))
             return
         except OSError as exc:
-            timer.failed(exc)
+            timer.failed(named(exc))
             return
         except Exception as exc:  # aiohttp's errors: the request failed, the worker goes on
             if type(exc).__module__.startswith("aiohttp"):
-                timer.failed(exc)
+                timer.failed(named(exc))
                 return
             raise
         finally:

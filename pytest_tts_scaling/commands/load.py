@@ -30,6 +30,8 @@ from pytest_tts_scaling.option_table import (
 )
 
 FLAGS = ("--endpoint", "--endpoint-url", "--scenario", "--model", "--transport")
+# How the load is scheduled: exactly one.
+MODES = ("--users", "--rate", "--step", "--trace")
 DEFAULT_MASTER_PORT = 5557
 # Open loop without --max-in-flight: users enough for requests of this many seconds at the
 # peak rate; an arrival that finds them all busy leaves late, and is counted.
@@ -125,7 +127,7 @@ LOAD_SPECS: tuple[OptionSpec, ...] = (
         "--processes",
         "processes",
         "Worker processes to start on this host (the "
-        "master collects their records). Default: 0 (run in this process).",
+        "master collects their records). Default: none (this process sends).",
         positive_int,
         0,
         "P",
@@ -140,7 +142,7 @@ LOAD_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--expect-workers",
         "expect_workers",
-        "Workers from other hosts the master waits for. Default: 0.",
+        "Workers from other hosts the master waits for. Default: none.",
         positive_int,
         0,
         "K",
@@ -209,7 +211,10 @@ def register(subparsers: Any) -> None:
         "scheduled by the clock, never by completions; a send that leaves late is counted.",
     )
     add_to_argparse(parser, specs_named(*FLAGS))
-    add_to_argparse(parser, LOAD_SPECS)
+    # The four ways to schedule the load exclude each other; argparse says so (exit 2).
+    modes = parser.add_mutually_exclusive_group(required=True)
+    add_to_argparse(modes, tuple(spec for spec in LOAD_SPECS if spec.flag in MODES))
+    add_to_argparse(parser, tuple(spec for spec in LOAD_SPECS if spec.flag not in MODES))
     parser.set_defaults(func=run)
 
 
@@ -217,26 +222,13 @@ def schedule(args: argparse.Namespace) -> tuple[str, Any, float, float | None]:
     """Mode, send times (open loop), duration and the requested mean rate, from the flags."""
     from pytest_tts_scaling.core import arrivals
 
-    chosen = [
-        flag
-        for flag, value in (
-            ("--users", args.users),
-            ("--rate", args.rate),
-            ("--step", args.step),
-            ("--trace", args.trace),
-        )
-        if value is not None
-    ]
-    if len(chosen) != 1:
-        given = " and ".join(chosen) if chosen else "none"
-        raise InputError(
-            f"load needs exactly one of --users, --rate, --step, --trace (got {given})"
-        )
+    # The parser's mutually exclusive group leaves exactly one of them set.
+    [chosen] = [flag for flag in MODES if getattr(args, flag.removeprefix("--")) is not None]
     if (args.users is not None or args.rate is not None) and args.duration is None:
-        raise InputError(f"{chosen[0]} needs --duration S: expected the seconds of load")
+        raise InputError(f"{chosen} needs --duration S: expected the seconds of load")
     if (args.step is not None or args.trace is not None) and args.duration is not None:
         raise InputError(
-            f"--duration with {chosen[0]}: the schedule sets its own length; expected --duration "
+            f"--duration with {chosen}: the schedule sets its own length; expected --duration "
             "only with --users or --rate"
         )
     if args.users is not None:

@@ -1,7 +1,8 @@
 """Regression check of a qmax artifact against a baseline. Pure: artifacts in, verdicts out.
 
-The rule and the matching of rungs are here; the verdicts and their wording are in
-:mod:`pytest_tts_scaling.core.comparison`.
+What a check answers (one :class:`Check` per compared value, the :class:`Comparison` of them
+and the lines ``tts-bench compare`` prints and the report shows), the rule, and the matching of
+rungs, in one place.
 
 Two artifacts are compared only when they describe the same thing: the same model, transport,
 fingerprint (slug) and SLO. Otherwise :class:`MismatchError` names the field, unless the caller
@@ -49,12 +50,105 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal
 
-from pytest_tts_scaling.core.comparison import Check, CheckStatus, Comparison
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
+
+CheckStatus = Literal["ok", "improved", "regressed", "skipped"]
+STATUS_LABEL: dict[str, str] = {
+    "ok": "ok",
+    "improved": "improved",
+    "regressed": "REGRESSION",
+    "skipped": "skipped",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison: a value of the baseline, the new value and the bound it was held to."""
+
+    name: str
+    status: CheckStatus
+    baseline: float | None
+    new: float | None
+    threshold: float | None
+    detail: str
+    concurrency: int | None = None
+    unit: str = ""
+    # How the new value must stand to the threshold: Q_max at or above, a latency at or below.
+    relation: Literal[">=", "<="] = "<="
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "regressed"
+
+    def line(self) -> str:
+        label = STATUS_LABEL[self.status]
+        if self.status == "skipped":
+            return f"{label} {self.name}: {self.detail}"
+        bound = (
+            "threshold n/a"
+            if self.threshold is None
+            else f"threshold {self.relation} {self._value(self.threshold)}"
+        )
+        return (
+            f"{label} {self.name}: baseline {self._value(self.baseline)}, "
+            f"new {self._value(self.new)}, {bound} ({self.detail})"
+        )
+
+    def _value(self, value: float | None) -> str:
+        if value is None:
+            return "none"
+        return f"{value:.1f} {self.unit}".strip() if self.unit else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every check of one artifact against its baseline; it fails when any check regressed."""
+
+    baseline_name: str
+    new_name: str
+    tolerance: float
+    checks: tuple[Check, ...]
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    # The one-sided z of the p95 TTFAB checks, and their threshold rule in words with its numbers
+    # (both None when no rung was compared).
+    z: float | None = None
+    rule: str | None = None
+
+    @property
+    def regressions(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.failed)
+
+    @property
+    def ok(self) -> bool:
+        return not self.regressions
+
+    def verdict_line(self) -> str:
+        compared = [c for c in self.checks if c.status != "skipped"]
+        if self.ok:
+            return (
+                f"compare: no regression: {len(compared)} check(s) of {self.new_name} against "
+                f"{self.baseline_name} (tolerance {self.tolerance:g})"
+            )
+        names = ", ".join(c.name for c in self.regressions)
+        return (
+            f"compare: REGRESSION in {len(self.regressions)} of {len(compared)} check(s) "
+            f"({names}); to accept, commit {self.new_name} as the new baseline, or re-run with "
+            f"a larger --regression-tolerance (now {self.tolerance:g})"
+        )
+
+    def lines(self) -> list[str]:
+        return [
+            *(f"compare: warning: {w}" for w in self.warnings),
+            *([f"compare: {self.rule}"] if self.rule else []),
+            *(c.line() for c in self.checks),
+            self.verdict_line(),
+        ]
+
 
 DEFAULT_TOLERANCE = 1.0
 # Chance that a ladder with no real change is flagged at any rung (Bonferroni over rungs).

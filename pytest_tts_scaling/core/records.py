@@ -17,8 +17,6 @@ queue, not a fault: its TTFAB is past the bound, above the SLO).
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import time
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
@@ -36,8 +34,20 @@ WAITED_PAST_BOUND = "waited_past_bound"
 REJECTION_CODES = frozenset({408, 429, 503})
 
 
-class ConnectTimeout(OSError):
+class NetworkError(OSError):
+    """A failure the transport recognised below HTTP (a name that does not resolve, a TLS
+    handshake refused): it names it, since the record opens no socket and cannot tell."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ConnectTimeout(NetworkError):
     """The connection to the endpoint was not established in time."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("connect_timeout", message)
 
 
 @dataclass(frozen=True)
@@ -293,12 +303,8 @@ def failure_code(exc: BaseException, *, answered: bool, audio: bool) -> str:
     """The error code of a broken exchange: where it broke, not the exception's class name."""
     if isinstance(exc, ConnectionRefusedError):
         return "connection_refused"
-    if isinstance(exc, socket.gaierror):
-        return "dns_error"
-    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
-        return "tls_error"
-    if isinstance(exc, ConnectTimeout):
-        return "connect_timeout"
+    if isinstance(exc, NetworkError):
+        return exc.code
     if answered and not audio:
         return "no_audio"
     return "connection_dropped"

@@ -24,8 +24,10 @@ def open_endpoint(options: RunOptions, *, log: Callable[[str], None]) -> Iterato
         return
     from pytest_tts_scaling.endpoints.local import LocalServer
 
-    with LocalServer(log=log, model_dir=options.model_dir) as server:
-        server.cores.pin_client()
+    with (
+        LocalServer(log=log, model_dir=options.model_dir) as server,
+        server.cores.client_pinned(),
+    ):
         yield LocalEndpoint(
             server.base_url,
             model_dir=server.model_dir,

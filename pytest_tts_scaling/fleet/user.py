@@ -29,7 +29,7 @@ from locust.exception import StopUser
 from pytest_tts_scaling.core.arrivals import Pacer
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.fleet.config import LoadConfig
-from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, error_outcome
+from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, error_outcome, named
 
 READ_SIZE = 65536
 # After a rejection or an error a closed-loop user pauses this long (as the qmax engine does).
@@ -148,7 +148,7 @@ class StreamingUser(User):
                 self.exchange(spec, timer)
         except Exception as exc:  # a broken connection ends this request, not the user
             if timer.end_ns is None:
-                timer.failed(exc)  # the engine's stable codes: connection_refused, ...
+                timer.failed(named(exc))  # the engine's stable codes: connection_refused, ...
             self.close()
         if timer.start_ns is None:
             timer.started()
@@ -239,7 +239,9 @@ class HttpStreamUser(StreamingUser, FastHttpUser):
             raw = getattr(response, "_response", None)
             if raw is None or not response.status_code:
                 error = getattr(response, "error", None)
-                timer.failed(error if isinstance(error, BaseException) else ConnectionError())
+                timer.failed(
+                    named(error) if isinstance(error, BaseException) else ConnectionError()
+                )
             elif response.status_code == 200:
                 timer.http_status = 200
                 for piece in body_pieces(raw):

@@ -28,7 +28,7 @@ from pytest_tts_scaling.core.records import (
 )
 from pytest_tts_scaling.core.schema import ClientTiming
 from pytest_tts_scaling.load.monitor import LoopMonitor, quiet_gc
-from pytest_tts_scaling.load.transports import Session, Transport
+from pytest_tts_scaling.load.transports import Session, Transport, named
 
 # After a rejection or an error a worker pauses this long, so a full admission gate or a dead
 # server does not turn the client into a busy loop; it is far below any service time.
@@ -226,7 +226,7 @@ class ClosedLoop:
                     spec = self.make_request(index, seq)
                     seq += 1
                     timer = StreamTimer(spec.audio, decoder=spec.decoder())
-                    timer.failed(exc)
+                    timer.failed(named(exc))
                     self._keep(self._record(timer, spec, index), timer)
                 await asyncio.sleep(REJECTION_BACKOFF_S)
             except Exception as exc:  # a broken session is reopened; the error is reported

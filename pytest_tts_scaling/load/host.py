@@ -7,10 +7,12 @@ load into the artifact (a busy host explains a noisy curve).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -107,7 +109,17 @@ class CoreSplit:
             return []
         return [taskset, "-c", ",".join(map(str, self.server))]
 
-    def pin_client(self) -> None:
-        """Keep this process (the client) off the server's cores, where they are split."""
-        if not self.shared and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, self.client)
+    @contextlib.contextmanager
+    def client_pinned(self) -> Iterator[None]:
+        """Keep this process (the client) off the server's cores while inside, where they are
+        split; the affinity it had comes back on exit (one pytest process opens endpoints one
+        after another, and its other tests run on every core)."""
+        if self.shared or not hasattr(os, "sched_setaffinity"):
+            yield
+            return
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, self.client)
+        try:
+            yield
+        finally:
+            os.sched_setaffinity(0, before)

@@ -12,6 +12,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.spelling import both_flags
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,7 +29,7 @@ def decoder() -> Any:
         from pocketsphinx import Decoder
     except ImportError as exc:
         raise InputError(
-            "--wer-sample needs pocketsphinx: expected it installed "
+            f"{both_flags('--wer-sample')} needs pocketsphinx: expected it installed "
             "(pip install 'pytest-tts-scaling[quality]')"
         ) from exc
     return Decoder(samprate=MODEL_RATE, loglevel="FATAL")

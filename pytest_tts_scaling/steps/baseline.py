@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.core.comparison import Comparison
+    from pytest_tts_scaling.core.compare import Comparison
     from pytest_tts_scaling.core.schema import QmaxArtifact
     from pytest_tts_scaling.endpoints.base import Endpoint
     from pytest_tts_scaling.options import ResolvedOptions, RunOptions

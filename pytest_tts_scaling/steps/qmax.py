@@ -144,6 +144,9 @@ def run_ladder(
         cold_s=silence_kept_s(settings.slo_ms),
     )
     stall_s = stall_bound_s(settings.slo_ms, health.quietest_s)
+    # After a rung that heard nothing, a lone request may be as silent as a rung's may be: a
+    # server that sends each answer whole, slower on a busy host, is not a stopped one.
+    probe_stall_s = max(probe_stall_s, stall_s)
     check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
     path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
     records_path = path.with_name(path.stem + ".requests.jsonl")

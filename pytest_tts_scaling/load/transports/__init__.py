@@ -9,13 +9,31 @@ from __future__ import annotations
 
 import abc
 import json
+import socket
+import ssl
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from pytest_tts_scaling.core.records import REJECTION_CODES, RequestSpec, RequestStatus, StreamTimer
+from pytest_tts_scaling.core.records import (
+    REJECTION_CODES,
+    NetworkError,
+    RequestSpec,
+    RequestStatus,
+    StreamTimer,
+)
 
 # SageMaker ends an invocation after 60 s; no request is given longer anywhere.
 INVOCATION_LIMIT_S = 60.0
+
+
+def named(exc: BaseException) -> BaseException:
+    """A socket-level failure as the record names it (`dns_error`, `tls_error`): the transport
+    knows the socket module's exceptions, the record (pure, in core/) does not."""
+    if isinstance(exc, socket.gaierror):
+        return NetworkError("dns_error", str(exc))
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return NetworkError("tls_error", str(exc))
+    return exc
 
 
 class Session(Protocol):

@@ -29,6 +29,7 @@ from pytest_tts_scaling.load.transports import (
     Transport,
     admission_bound,
     error_outcome,
+    named,
 )
 
 CONNECT_TIMEOUT_S = 10.0
@@ -205,7 +206,7 @@ class _HttpSession:
             timer.finished("timeout", "invocation_timeout")
         except (OSError, asyncio.IncompleteReadError) as exc:
             self.close()
-            timer.failed(exc)
+            timer.failed(named(exc))
         except asyncio.CancelledError:
             self.close()  # cut mid-answer: the connection's state is unknown
             raise

@@ -16,6 +16,7 @@ from pytest_tts_scaling.load.transports import (
     Session,
     Transport,
     admission_bound,
+    named,
 )
 
 BIDI_PATH = "/invocations-bidirectional-stream"
@@ -62,7 +63,7 @@ class _WebSocketSession:
             timer.finished("error", f"decode_error: {exc}")
             raise
         except (WebSocketException, OSError) as exc:
-            timer.failed(exc, answered=answered)
+            timer.failed(named(exc), answered=answered)
             raise
 
 
