@@ -11,12 +11,12 @@ ARGS ?=
 $(STAMP): pyproject.toml container/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ./container -e '.[dev,quality,docs]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e './container[model]' -e '.[dev,quality,docs]'
 	touch $@
 
 install: $(STAMP)
 
-# Q_max of the local container (untrained Kokoro-82M on this CPU): artifact and HTML report in reports/.
+# Q_max of the local container (trained Kokoro-82M v1.0 on this CPU): artifact and HTML report in reports/.
 qmax: $(STAMP)
 	$(BIN)/pytest -m qmax --html=reports/qmax-report.html --self-contained-html $(ARGS)
 

@@ -17,6 +17,8 @@ E2E_MODULES = frozenset(
         "container/tests/test_container_batching.py",
         "container/tests/test_container_dev_model.py",
         "container/tests/test_container_e2e.py",
+        "container/tests/test_container_speech.py",
+        "container/tests/test_container_trained_conversion.py",
         "tests/aws/test_fleet_sagemaker.py",
         "tests/aws/test_walkthrough.py",
         "tests/test_baseline_gate.py",

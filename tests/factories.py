@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.core.decoding import ResponseFormat
+from pytest_tts_scaling.core.records import AudioFormat, RequestRecord, StreamTimer
 from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import summarize
 from pytest_tts_scaling.option_table import OPTION_SPECS
@@ -127,3 +128,14 @@ def pytest_args(*args: str) -> tuple[str, ...]:
     """tts-bench's words as pytest spells them: `--ladder 1,2` → `--tts-ladder 1,2`."""
     flags = {spec.flag for spec in OPTION_SPECS}
     return tuple(pytest_flag(arg) if arg in flags else arg for arg in args)
+
+
+def timed(response: ResponseFormat, pieces: list[bytes]) -> StreamTimer:
+    """A response's body fed piece by piece to a timer whose clock ticks 1 ms a reading."""
+    ticks = iter(range(0, 10**12, 1_000_000))
+    timer = StreamTimer(AudioFormat(), decoder=response.decoder(), clock_ns=lambda: next(ticks))
+    timer.started()
+    for piece in pieces:
+        timer.body(piece)
+    timer.finished("ok")
+    return timer

@@ -16,11 +16,12 @@ import pytest
 from pytest_tts_scaling.calibration import SerialStreamServer, Slots
 from pytest_tts_scaling.calibration.cases import BY_NAME, CALIBRATION_KEY, Case
 from pytest_tts_scaling.core.decoding import DecodeError, ResponseFormat
-from pytest_tts_scaling.core.records import AudioFormat, RequestSpec, StreamTimer
+from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
 from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.steps.qmax_calibration import measure
+from tests.factories import timed
 
 SHIPPED = Path(__file__).resolve().parent.parent / "scenarios"
 KEY = "sk-test-not-a-real-key"
@@ -95,16 +96,6 @@ def delta(audio: bytes) -> bytes:
     return event({"type": "speech.audio.delta", "audio": base64.b64encode(audio).decode()})
 
 
-def timed(pieces: list[bytes], response: ResponseFormat = SSE) -> StreamTimer:
-    clock = iter(range(0, 10**9, 10**6))
-    timer = StreamTimer(AudioFormat(), decoder=response.decoder(), clock_ns=lambda: next(clock))
-    timer.started()
-    for piece in pieces:
-        timer.body(piece)
-    timer.finished("ok")
-    return timer
-
-
 def test_sse_audio_is_timed_at_the_first_event_that_carries_it() -> None:
     stream = (
         b": keep-alive comment\r\n\r\n"
@@ -118,7 +109,7 @@ def test_sse_audio_is_timed_at_the_first_event_that_carries_it() -> None:
     # Split mid-line, mid-event: the first audio is in the third piece.
     cut = stream.index(b"speech.audio.delta") + 5
     pieces = [stream[:10], stream[10:cut], stream[cut:]]
-    timer = timed(pieces)
+    timer = timed(SSE, pieces)
     assert (timer.status, timer.error_code) == ("ok", None)
     assert timer.audio_bytes == 250
     assert timer.decoder is not None
@@ -127,7 +118,7 @@ def test_sse_audio_is_timed_at_the_first_event_that_carries_it() -> None:
 
 
 def test_sse_stream_without_its_end_event_was_cut_short() -> None:
-    timer = timed([delta(b"\x00" * 64)])
+    timer = timed(SSE, [delta(b"\x00" * 64)])
     assert timer.status == "error"
     assert timer.error_code is not None
     assert "ended before its 'speech.audio.done' event" in timer.error_code
@@ -135,7 +126,7 @@ def test_sse_stream_without_its_end_event_was_cut_short() -> None:
 
 def test_data_done_ends_an_sse_stream_too() -> None:
     response = ResponseFormat(kind="sse", field="audio")
-    timer = timed([delta(b"\x00" * 64), b"data: [DONE]\n\n", delta(b"\x00" * 64)], response)
+    timer = timed(response, [delta(b"\x00" * 64), b"data: [DONE]\n\n", delta(b"\x00" * 64)])
     assert (timer.status, timer.audio_bytes) == ("ok", 64)
 
 

@@ -64,11 +64,28 @@ def test_model_dir_must_be_a_directory(tmp_path: Path) -> None:
 
 
 def test_real_weights_are_not_called_the_development_model(tmp_path: Path) -> None:
-    untrained = endpoint.LocalEndpoint("http://127.0.0.1:1", model_dir=None, container_env={})
+    untrained = endpoint.LocalEndpoint(
+        "http://127.0.0.1:1", model_dir=None, container_env={}, weights="untrained (development)"
+    )
+    trained = endpoint.LocalEndpoint(
+        "http://127.0.0.1:1",
+        model_dir=None,
+        container_env={},
+        weights="trained (int8-derived v1.0)",
+    )
     real = endpoint.LocalEndpoint("http://127.0.0.1:1", model_dir=tmp_path, container_env={})
     assert untrained.deployed.development_model
+    assert not trained.deployed.development_model
+    assert trained.deployed.weights == "trained (int8-derived v1.0)"
     assert not real.deployed.development_model
     assert real.deployed.container_env["MODEL_DIR"] == str(tmp_path)
+
+
+def test_an_older_artifact_without_weights_keeps_its_reading() -> None:
+    """Before the weights were recorded, a local endpoint without a model dir was untrained."""
+    old = endpoint.LocalEndpoint("http://127.0.0.1:1", model_dir=None, container_env={})
+    assert old.deployed.weights is None
+    assert old.deployed.development_model
 
 
 def test_a_shared_host_leaves_the_client_a_core() -> None:

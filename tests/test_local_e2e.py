@@ -1,4 +1,4 @@
-"""The README's main job for real: the local container (untrained Kokoro-82M) measured end to end.
+"""The README's main job for real: the local container (trained Kokoro-82M) measured end to end.
 
 These start `tts-serve` with the real model on this machine, so they are the slowest tests here;
 each command is the one a user types.
@@ -86,9 +86,11 @@ def test_local_qmax_writes_the_artifact_and_a_report_with_a_picture(
     assert one["completed"] > 0
     assert one["ttfab_ms"]["p95"] > 0
     assert one["audio_s"]["mean"] > 0.3  # real audio came back, not an empty stream
+    assert artifact["deployed_config"]["weights"] == "trained (int8-derived v1.0)"
     html = report.read_text()
     assert "data:image/svg+xml;base64" in html
-    assert "untrained Kokoro-82M" in html
+    assert "trained (int8-derived v1.0)" in html
+    assert "untrained Kokoro-82M" not in html
 
 
 def test_local_ttotal_times_one_more_container(qmax_run: tuple[Path, Path], tmp_path: Path) -> None:

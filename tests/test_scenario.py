@@ -11,10 +11,10 @@ import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.core.decoding import DecodeError, ResponseFormat
-from pytest_tts_scaling.core.records import AudioFormat, StreamTimer
 from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
 from pytest_tts_scaling.load.workload import Workload, sample_texts, workload_for
 from pytest_tts_scaling.options import RunOptions
+from tests.factories import timed
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "scenarios"
@@ -114,16 +114,6 @@ def test_template_rendering_and_tojson(tmp_path: Path) -> None:
         "model": "m1",
         "id": spec.request_id,
     }
-
-
-def timed(response: ResponseFormat, pieces: list[bytes]) -> StreamTimer:
-    ticks = iter(range(0, 10_000_000, 1_000_000))
-    timer = StreamTimer(AudioFormat(), decoder=response.decoder(), clock_ns=lambda: next(ticks))
-    timer.started()
-    for piece in pieces:
-        timer.body(piece)
-    timer.finished("ok")
-    return timer
 
 
 def test_json_lines_with_base64_audio_time_the_first_audio_line() -> None:

@@ -41,3 +41,13 @@ def dev_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cache = tmp_path_factory.mktemp("tts-cache")
     ensure_dev_model(cache)
     return cache
+
+
+@pytest.fixture(scope="session")
+def trained_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache directory holding the trained model, converted once per test session."""
+    from tts_container.trained_model import ensure_trained_model
+
+    cache = tmp_path_factory.mktemp("tts-trained")
+    ensure_trained_model(cache)
+    return cache

@@ -27,7 +27,7 @@ PIECES = [
 
 @pytest.fixture(scope="module")
 def engine(dev_model_cache: Path) -> KokoroEngine:
-    return KokoroEngine.load(Settings(cache_dir=dev_model_cache, device="cpu"))
+    return KokoroEngine.load(Settings(cache_dir=dev_model_cache, device="cpu", weights="untrained"))
 
 
 @pytest.fixture

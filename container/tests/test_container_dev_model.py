@@ -24,7 +24,7 @@ TEN_WORDS = "The quick brown fox jumps over the lazy dog today."
 def engine(dev_model_cache: Path) -> KokoroEngine:
     from tts_container.engine import KokoroEngine
 
-    return KokoroEngine.load(Settings(cache_dir=dev_model_cache, device="cpu"))
+    return KokoroEngine.load(Settings(cache_dir=dev_model_cache, device="cpu", weights="untrained"))
 
 
 def test_the_cache_holds_the_files_of_a_model_directory(dev_model_cache: Path) -> None:

@@ -56,6 +56,7 @@ def server(dev_model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     env = {
         **os.environ,
         "TTS_CACHE_DIR": str(dev_model_cache),
+        "WEIGHTS": "untrained",  # the server's mechanics; the trained model's speech: elsewhere
         "QUEUE_MAX_DEPTH": "2",
         "INFERENCE_WORKERS": "1",
         "DEVICE": "cpu",

@@ -74,13 +74,17 @@ class TestSettings:
         assert (settings.scheduler, settings.engine, settings.batch_max) == ("edf", "synthetic", 8)
         assert (settings.batch_wait_ms, settings.deadline_margin_ms) == (5.0, 100.0)
         assert settings.synthetic_segment_audio_s == 1.5
-        assert settings.labels == {"engine": "synthetic", "scheduler": "edf"}
+        assert settings.labels == {
+            "engine": "synthetic",
+            "scheduler": "edf",
+            "weights": "synthetic",
+        }
 
     @pytest.mark.parametrize(
         ("variable", "value", "message"),
         [
             ("SCHEDULER", "lifo", "scheduler must be one of fifo, edf, got 'lifo'"),
-            ("ENGINE", "fake", "engine must be one of real, synthetic, got 'fake'"),
+            ("ENGINE", "fake", "engine must be one of kokoro, synthetic, got 'fake'"),
             ("BATCH_MAX", "0", "batch_max must be >= 1"),
             ("BATCH_WAIT_MS", "soon", "BATCH_WAIT_MS must be a number, got 'soon'"),
             ("MAX_WAIT_MS", "-1", "MAX_WAIT_MS must be a finite number >= 0, got '-1'"),
@@ -188,6 +192,7 @@ def test_tts_serve_engine_synthetic_labels_every_log_line(tmp_path: Path) -> Non
                 pass
             time.sleep(0.1)
         assert ping.headers["x-tts-engine"] == "synthetic"
+        assert ping.headers["x-tts-weights"] == "synthetic"
         response = httpx.post(url + "/invocations", json={"text": TEXT}, timeout=30)
         assert response.status_code == 200
         assert len(response.content) == 4 * int(2.0 * 48000)
@@ -201,7 +206,11 @@ def test_tts_serve_engine_synthetic_labels_every_log_line(tmp_path: Path) -> Non
             raise
     logged = [line for line in stderr_path.read_text().splitlines() if line.strip()]
     assert logged
-    assert all("[engine=synthetic]" in line for line in logged if not line.startswith("#"))
+    assert all(
+        "[engine=synthetic weights=synthetic]" in line
+        for line in logged
+        if not line.startswith("#")
+    )
     assert any("SYNTHETIC ENGINE" in line for line in logged)
     emf = [json.loads(line) for line in stdout.decode().splitlines() if line.startswith('{"_aws"')]
     assert emf

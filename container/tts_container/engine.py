@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,7 +22,7 @@ import numpy.typing as npt
 from tts_container.device import check_device
 from tts_container.request import SynthesisRequest
 from tts_container.segmenter import cut_long, split_segments
-from tts_container.settings import Settings
+from tts_container.settings import TRAINED_MODEL_DIR_LABEL, UNTRAINED_LABEL, Settings
 
 if TYPE_CHECKING:
     import torch
@@ -42,7 +43,7 @@ class Engine(Protocol):
     """What the server needs from a synthesis engine."""
 
     @property
-    def voices(self) -> Sequence[str]: ...
+    def voices(self) -> Collection[str]: ...
 
     @property
     def sample_rate(self) -> int: ...
@@ -66,8 +67,37 @@ UNTRAINED_BANNER = """
 ################################################################################
 ##  UNTRAINED WEIGHTS: this server runs the offline development model, an      ##
 ##  untrained Kokoro-82M of the real architecture. It makes noise, not speech, ##
-##  at the real model's cost. Give --model-dir (or /opt/ml/model) for speech.  ##
+##  at the real model's cost. Leave out --weights untrained for speech.        ##
 ################################################################################"""
+
+ENGLISH_VOICE = "jm_kumo"  # of the trained model's five packs, the one whose English is heard
+_ENGLISH_VOICE_NAME = re.compile(r"^[ab][fm]_[a-z]+$")  # Kokoro's American and British voices
+
+
+class VoiceSet(Collection[str]):
+    """The voices a model has; Kokoro's English voice names it lacks (af_heart, the workloads'
+    af_bella, am_adam, ...) are accepted and spoken by its English voice. Iterating lists only the
+    voices there are, so an unknown voice's 4xx names those."""
+
+    def __init__(self, names: Collection[str]) -> None:
+        self._names = tuple(names)
+        self.english = ENGLISH_VOICE if ENGLISH_VOICE in self._names else None
+
+    def resolve(self, name: str) -> str | None:
+        if name in self._names:
+            return name
+        if self.english is not None and _ENGLISH_VOICE_NAME.match(name):
+            return self.english
+        return None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.resolve(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def _cpu_count() -> int:
@@ -113,18 +143,23 @@ class KokoroEngine:
         g2p: G2P,
         *,
         first_segment_words: int = 6,
-        untrained: bool = False,
+        weights_label: str = TRAINED_MODEL_DIR_LABEL,
     ) -> None:
         self._model = model
         self._voice_packs = voice_packs
+        self._voices = VoiceSet(tuple(voice_packs))
         self._g2p = g2p
         self._vocab: dict[str, int] = model.vocab
         self.first_segment_words = first_segment_words
-        self.untrained = untrained
+        self.weights_label = weights_label
 
     @property
-    def voices(self) -> Sequence[str]:
-        return tuple(self._voice_packs)
+    def untrained(self) -> bool:
+        return self.weights_label == UNTRAINED_LABEL
+
+    @property
+    def voices(self) -> VoiceSet:
+        return self._voices
 
     @property
     def device(self) -> str:
@@ -167,10 +202,10 @@ class KokoroEngine:
                 )
             voice_packs[name] = pack.to(device)
         log.info(
-            "model %s on %s (%s weights), voices: %s",
+            "model %s on %s (weights: %s), voices: %s",
             files.weights,
             device,
-            "UNTRAINED" if files.untrained else "trained",
+            files.label,
             ", ".join(voice_packs),
         )
         return cls(
@@ -178,7 +213,7 @@ class KokoroEngine:
             voice_packs,
             load_g2p(),
             first_segment_words=settings.first_segment_words,
-            untrained=files.untrained,
+            weights_label=files.label,
         )
 
     def phoneme_pieces(self, request: SynthesisRequest) -> Iterator[str]:
@@ -191,8 +226,13 @@ class KokoroEngine:
                     yield piece
 
     def pieces(self, request: SynthesisRequest) -> Iterator[KokoroPiece]:
+        voice = self._voices.resolve(request.voice)
+        if voice is None:  # parse_request admits only voices of the set
+            raise ValueError(
+                f"unknown voice {request.voice!r}; available: {', '.join(self.voices)}"
+            )
         for phonemes in self.phoneme_pieces(request):
-            yield KokoroPiece(phonemes, request.voice, request.speed)
+            yield KokoroPiece(phonemes, voice, request.speed)
 
     def synthesize(self, batch: Sequence[KokoroPiece]) -> list[Samples]:
         import torch

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from tts_container.settings import SAGEMAKER_MODEL_DIR, Settings
+from tts_container.settings import (
+    SAGEMAKER_MODEL_DIR,
+    TRAINED_MODEL_DIR_LABEL,
+    UNTRAINED_LABEL,
+    Settings,
+    holds_model,
+)
 
 WEIGHT_KEYS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 
@@ -26,7 +32,11 @@ class ModelFiles:
     config: Path
     weights: Path
     voices: dict[str, Path]
-    untrained: bool = False
+    label: str = TRAINED_MODEL_DIR_LABEL
+
+    @property
+    def untrained(self) -> bool:
+        return self.label == UNTRAINED_LABEL
 
 
 def packaged_config() -> Path:
@@ -50,11 +60,6 @@ def check_weight_keys(weights: Path) -> None:
             f"weights {weights} lack the top-level keys {', '.join(missing)}: expected "
             f"{', '.join(WEIGHT_KEYS)} (found: {', '.join(sorted(map(str, found))) or 'none'})"
         )
-
-
-def holds_model(directory: Path) -> bool:
-    """Whether ``directory`` holds Kokoro weights at all."""
-    return directory.is_dir() and any(directory.glob("*.pth"))
 
 
 def find_model_files(directory: Path) -> ModelFiles:
@@ -82,11 +87,17 @@ def find_model_files(directory: Path) -> ModelFiles:
 
 
 def resolve_model_files(settings: Settings) -> ModelFiles:
-    """``settings.model_dir`` if set, else /opt/ml/model if it holds a model, else the dev model."""
+    """``settings.model_dir`` if set; the development model if ``weights`` is untrained; else
+    /opt/ml/model if it holds a model; else the trained model from its packages. Never a silent
+    fallback: a missing package or a failed conversion raises `ModelFilesError`."""
     if settings.model_dir is not None:
         return find_model_files(settings.model_dir)
+    if settings.weights == "untrained":
+        from tts_container.dev_model import ensure_dev_model
+
+        return ensure_dev_model(settings.cache_dir)
     if holds_model(SAGEMAKER_MODEL_DIR):
         return find_model_files(SAGEMAKER_MODEL_DIR)
-    from tts_container.dev_model import ensure_dev_model
+    from tts_container.trained_model import ensure_trained_model
 
-    return ensure_dev_model(settings.cache_dir)
+    return ensure_trained_model(settings.cache_dir)

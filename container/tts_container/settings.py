@@ -5,6 +5,7 @@ Tests build ``Settings(...)`` directly; the server builds ``Settings.from_env()`
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping
@@ -15,7 +16,13 @@ from typing import Any
 SAGEMAKER_MODEL_DIR = Path("/opt/ml/model")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULERS = ("fifo", "edf")
-ENGINES = ("real", "synthetic")
+ENGINES = ("kokoro", "synthetic")
+WEIGHTS = ("trained", "untrained")
+# Which weights ran: on every log line, in /ping's X-TTS-Weights and in the artifact.
+TRAINED_PACKAGED_LABEL = "trained (int8-derived v1.0)"
+TRAINED_MODEL_DIR_LABEL = "trained (model dir)"
+UNTRAINED_LABEL = "untrained (development)"
+SYNTHETIC_LABEL = "synthetic"
 MAX_SHUTDOWN_DRAIN_S = 25.0  # + the cut and the close (3 s) stays under SageMaker's 30 s
 
 
@@ -40,21 +47,25 @@ class Settings:
     # MODEL_NAME: the Model dimension of the metrics.
     model_name: str = "kokoro-82m"
     # MODEL_DIR (or --model-dir): Kokoro files; None = /opt/ml/model if it holds a model, else
-    # the untrained development model.
+    # the ``weights`` below.
     model_dir: Path | None = None
+    # WEIGHTS (or --weights): trained (Kokoro-82M v1.0, converted once from the int8 export the
+    # model packages carry) or untrained (the development model: noise at the real model's cost).
+    weights: str = "trained"
     # DEVICE: auto (cuda when available, else cpu), cpu or cuda.
     device: str = "auto"
     # FIRST_SEGMENT_WORDS: the most words in the first synthesized segment (time to first audio).
     first_segment_words: int = 6
-    # DEFAULT_VOICE: voice of a request that names none (falls back to the first voice).
+    # DEFAULT_VOICE: voice of a request that names none (an English voice the model lacks, such
+    # as this one with the trained model's voices, is spoken by its English voice, jm_kumo).
     default_voice: str = "af_heart"
-    # TTS_CACHE_DIR: where the development model is built once and reused.
+    # TTS_CACHE_DIR: where the trained model is converted, or the development model built, once.
     cache_dir: Path = field(default_factory=_default_cache_dir)
     # SCHEDULER: fifo (each worker runs one whole request at a time, in arrival order) or edf
     # (segments by playback deadline, batched).
     scheduler: str = "fifo"
-    # ENGINE: real (Kokoro-82M) or synthetic (no model: a cost model that sleeps, see below).
-    engine: str = "real"
+    # ENGINE: kokoro (Kokoro-82M) or synthetic (no model: a cost model that sleeps, see below).
+    engine: str = "kokoro"
     # BATCH_MAX: most segments one forward takes (edf); 1 = no batching (the CPU default).
     batch_max: int = 1
     # BATCH_WAIT_MS: how long a worker may hold a batch open for more segments (edf, batch > 1);
@@ -101,6 +112,14 @@ class Settings:
             )
         if self.engine not in ENGINES:
             raise SettingsError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.weights not in WEIGHTS:
+            raise SettingsError(
+                f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}"
+            )
+        if self.model_dir is not None and self.weights == "untrained":
+            raise SettingsError(
+                "weights=untrained and a model directory exclude each other: give one of them"
+            )
         if self.batch_max < 1:
             raise SettingsError(f"batch_max must be >= 1, got {self.batch_max}")
         for name in _NON_NEGATIVE_FLOATS:
@@ -142,6 +161,7 @@ class Settings:
             ("default_voice", "DEFAULT_VOICE"),
             ("scheduler", "SCHEDULER"),
             ("engine", "ENGINE"),
+            ("weights", "WEIGHTS"),
         ):
             raw = env.get(variable, "").strip()
             if raw:
@@ -163,10 +183,28 @@ class Settings:
         except SettingsError as exc:
             raise SettingsError(f"{exc} (check the environment variables)") from None
 
+    @functools.cached_property
+    def weights_label(self) -> str:
+        """Which weights the server runs, in the order the model files are resolved."""
+        if self.engine == "synthetic":
+            return SYNTHETIC_LABEL
+        if self.model_dir is not None:
+            return TRAINED_MODEL_DIR_LABEL
+        if self.weights == "untrained":
+            return UNTRAINED_LABEL
+        if holds_model(SAGEMAKER_MODEL_DIR):
+            return TRAINED_MODEL_DIR_LABEL
+        return TRAINED_PACKAGED_LABEL
+
     @property
     def labels(self) -> dict[str, str]:
-        """Which engine and scheduler: on every log line, metrics line and ``/ping``."""
-        return {"engine": self.engine, "scheduler": self.scheduler}
+        """Which engine, scheduler and weights: on every log line, metrics line and ``/ping``."""
+        return {"engine": self.engine, "scheduler": self.scheduler, "weights": self.weights_label}
+
+
+def holds_model(directory: Path) -> bool:
+    """Whether ``directory`` holds Kokoro weights at all."""
+    return directory.is_dir() and any(directory.glob("*.pth"))
 
 
 _FLOAT_VARIABLES = {

@@ -58,6 +58,9 @@ class DeployedConfig(_Model):
     instance_type: str
     image_digest: str
     container_env: dict[str, str] = Field(default_factory=dict)
+    # Which weights served (the container's X-TTS-Weights): "trained (int8-derived v1.0)",
+    # "trained (model dir)", "untrained (development)" or "synthetic". None in older artifacts.
+    weights: str | None = None
 
     @property
     def synthetic_engine(self) -> bool:
@@ -66,7 +69,10 @@ class DeployedConfig(_Model):
 
     @property
     def development_model(self) -> bool:
-        """A local container given no model directory serves the untrained development model."""
+        """The untrained development model served: the weights say so; an older artifact's local
+        container given no model directory served it (the default then)."""
+        if self.weights is not None:
+            return self.weights.startswith("untrained")
         return (
             self.instance_type == "local"
             and "MODEL_DIR" not in self.container_env

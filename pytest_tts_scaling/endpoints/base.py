@@ -133,14 +133,18 @@ class LocalEndpoint(UrlEndpoint):
         model_dir: Path | None,
         container_env: dict[str, str],
         cores: CoreSplit | None = None,
+        weights: str | None = None,
     ):
-        digest = local_fingerprint(model_dir)
+        digest = local_fingerprint(model_dir, container_env.get("WEIGHTS", "trained"))
         if model_dir is not None:  # real weights: the artifact says which, and is not "untrained"
             container_env = {**container_env, "MODEL_DIR": str(model_dir)}
         super().__init__(
             base_url,
             deployed=DeployedConfig(
-                instance_type="local", image_digest=f"sha256:{digest}", container_env=container_env
+                instance_type="local",
+                image_digest=f"sha256:{digest}",
+                container_env=container_env,
+                weights=weights,
             ),
             slug=f"local-{digest[:8]}",
         )
@@ -161,15 +165,16 @@ class LocalEndpoint(UrlEndpoint):
         )
 
 
-def local_fingerprint(model_dir: Path | None) -> str:
+def local_fingerprint(model_dir: Path | None, weights: str = "trained") -> str:
     """sha256 over the hardware, the server's code and the model files (the local slug,
     docs/artifacts.md#files).
 
     A changed model or another machine changes the slug, so a 2-core CPU run and a GPU run never
-    compare silently. The development model is built deterministically from the server's code,
-    so without a model directory the code alone identifies it.
+    compare silently. The trained and development models are built deterministically from the
+    server's code and the weights setting, so without a model directory those identify them.
     """
     digest = hashlib.sha256(hardware_label().encode())
+    digest.update(weights.encode())
     spec = importlib.util.find_spec("tts_container")
     roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     files = sorted(

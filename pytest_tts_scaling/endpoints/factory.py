@@ -33,4 +33,5 @@ def open_endpoint(options: RunOptions, *, log: Callable[[str], None]) -> Iterato
             model_dir=server.model_dir,
             container_env=server.env,
             cores=server.cores,
+            weights=server.weights,
         )

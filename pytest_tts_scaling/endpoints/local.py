@@ -1,8 +1,8 @@
 """The local default endpoint: the container's own server (`tts-serve`) as a child process.
 
-It is the same app the SageMaker image runs, on the offline development model unless a model
-directory is given. Its output is kept with arrival times, so the scale-out timeline can read
-the container's log markers.
+It is the same app the SageMaker image runs, on the trained Kokoro-82M from the model packages
+unless a model directory (or WEIGHTS=untrained) is given. Its output is kept with arrival times,
+so the scale-out timeline can read the container's log markers.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ import httpx
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.host import CoreSplit, usable_cores
 
-# Building the development model the first time takes a while on 2 cores; later starts reuse it.
+# Converting the trained model (or building the development model) the first time takes a while
+# on 2 cores; later starts reuse it.
 READY_TIMEOUT_S = 600.0
 # The container's settings that change what is measured (which engine, which scheduler): the
 # server inherits them from this environment, so the artifact's container_env records them.
 RECORDED_SETTINGS = (
     "ENGINE",
+    "WEIGHTS",
     "SCHEDULER",
     "BATCH_MAX",
     "BATCH_WAIT_MS",
@@ -86,6 +88,8 @@ class LocalServer:
         self.lines: list[tuple[float, str]] = []
         self.cores = CoreSplit.for_cores(usable_cores())
         self._reader: threading.Thread | None = None
+        # The server's X-TTS-Weights once ready: which weights the artifact's numbers belong to.
+        self.weights: str | None = None
 
     def start(self) -> LocalServer:
         command = [
@@ -139,7 +143,9 @@ class LocalServer:
                         f"ready; last output:\n{tail}"
                     )
                 try:
-                    if client.get(f"{self.base_url}/ping").status_code == 200:
+                    ping = client.get(f"{self.base_url}/ping")
+                    if ping.status_code == 200:
+                        self.weights = ping.headers.get("x-tts-weights")
                         return time.time()
                 except httpx.HTTPError:
                     pass
@@ -167,7 +173,7 @@ class LocalServer:
     def __enter__(self) -> LocalServer:
         self.log(
             f"tts-scaling: starting the local endpoint (tts-serve on {self.base_url}); "
-            "the first start builds the untrained development model"
+            "the first start converts the trained Kokoro-82M once (about 20 s)"
         )
         self.start()
         try:
@@ -176,8 +182,8 @@ class LocalServer:
             self.stop()
             raise
         self.log(
-            f"tts-scaling: local endpoint ready on {self.base_url} (untrained development "
-            "weights: timings are real, audio is noise)"
+            f"tts-scaling: local endpoint ready on {self.base_url} "
+            f"(weights: {self.weights or 'not reported'})"
         )
         return self
 

@@ -91,6 +91,21 @@ def made_by_synthetic_engine(artifact: Artifact) -> bool:
     return isinstance(artifact, QmaxArtifact) and artifact.deployed_config.synthetic_engine
 
 
+def weights_label(artifact: Artifact) -> str | None:
+    """Which weights served a qmax artifact: its recorded label, else what its config implies
+    (older artifacts); None where nothing says."""
+    if not isinstance(artifact, QmaxArtifact):
+        return None
+    deployed = artifact.deployed_config
+    if deployed.weights is not None:
+        return deployed.weights
+    if deployed.synthetic_engine:
+        return "synthetic"
+    if deployed.development_model:
+        return "untrained (development)"
+    return None
+
+
 def made_by_dev_model(artifact: Artifact) -> bool:
     """The untrained development model served it: a local endpoint given no model directory.
 

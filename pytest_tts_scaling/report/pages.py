@@ -25,6 +25,7 @@ from pytest_tts_scaling.report.extras import (
     render,
     rung_table_html,
     stages_table_html,
+    weights_label,
 )
 from pytest_tts_scaling.report.plots import (
     ladder_svg,
@@ -98,6 +99,7 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         Fact("endpoint", artifact.endpoint),
         Fact("slug", artifact.slug),
         Fact("model · transport", f"{artifact.model} · {artifact.transport}"),
+        Fact("weights", weights_label(artifact) or "not recorded"),
         Fact(
             "service time S at N=1",
             "–"

@@ -22,6 +22,7 @@ from pytest_tts_scaling.report.extras import (
     made_by_dev_model,
     made_by_synthetic_engine,
     timed_stages,
+    weights_label,
 )
 
 # --- plotting helpers ----------------------------------------------------------------------
@@ -62,10 +63,13 @@ def new_figure(width: float, height: float, rows: int = 1) -> tuple[Any, Any]:
 
 def set_title(ax: Any, text: str, artifact: Artifact) -> None:
     """The plot's title; a plot of the development model says so (every plot it made)."""
-    if made_by_dev_model(artifact):
-        text += f"\n({DEV_MODEL_LABEL})"
+    label = weights_label(artifact)
     if made_by_synthetic_engine(artifact):
         text += f"\n({SYNTHETIC_LABEL})"
+    elif made_by_dev_model(artifact):
+        text += f"\n({DEV_MODEL_LABEL})"
+    elif label is not None:
+        text += f"\n(Kokoro-82M, {label} weights)"
     ax.set_title(text, fontsize="medium")
 
 

@@ -74,6 +74,8 @@ class LadderResult:
             lines.append("qmax: measured on the SYNTHETIC engine (a cost model; no model ran)")
         elif a.deployed_config.development_model:
             lines.append("qmax: measured on the untrained development model (real architecture)")
+        elif a.deployed_config.weights is not None:
+            lines.append(f"qmax: measured on Kokoro-82M, weights {a.deployed_config.weights}")
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
         lines.extend(client_saturation_lines(a.rungs))
