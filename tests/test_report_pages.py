@@ -164,7 +164,7 @@ def test_a_plot_is_the_same_bytes_each_time() -> None:
 
 
 def test_optional_fields_may_be_missing(tmp_path: Path) -> None:
-    """Older artifacts lack the fields beyond the SPEC §5 minimum: they still render."""
+    """Older artifacts lack the artifact format's optional fields: they still render."""
     data = json.loads(QMAX.read_text())
     minimum = {
         "concurrency", "usable", "unusable_reason", "meets_slo", "completed", "rejected",

@@ -1,4 +1,5 @@
-"""The gate: whether a model's endpoint gets autoscaling, decided from its plan artifact (SPEC §8).
+"""The gate: whether a model's endpoint gets autoscaling, decided from its plan artifact
+(docs/production.md#deploying).
 
 Autoscaling (and the observability that watches it) is synthesized only when the registry allows
 the model to scale (``max_instances > min_instances``) **and** ``{artifacts_dir}/plan-{model}.json``

@@ -1,4 +1,4 @@
-"""The artifact contract (SPEC §5): one definition, read by the plugin, the CLI and infra.
+"""The artifact contract (docs/artifacts.md): one definition, read by the plugin, the CLI and infra.
 
 Users commit these files and CDK reads them, so fields are only ever added. The models are
 pure data (pydantic); reading and writing files lives in :mod:`pytest_tts_scaling.artifacts`.
@@ -26,9 +26,10 @@ class _Model(BaseModel):
 
 
 class Summary(_Model):
-    """Distribution of one per-request metric (SPEC §3), computed by :func:`stats.summarize`.
+    """Distribution of one per-request metric (docs/method.md), computed by :func:`stats.summarize`.
 
-    SPEC §5 promises the moments and quantiles, not `count`: a summary read without one has
+    The artifact format requires the moments and quantiles, not `count`: a summary read without one
+    has
     count None (a rung fills it in from its completed requests).
     """
 
@@ -138,7 +139,8 @@ class Rung(_Model):
 
     @model_validator(mode="after")
     def _counts_from_completed(self) -> Rung:
-        """A rung read without counts (SPEC §5 does not promise them): one per completed request."""
+        """A rung read without counts (the format leaves them optional): one per completed
+        request."""
         for summary in (self.ttfab_ms, self.latency_ms):
             if summary.count is None:
                 summary.count = self.completed
@@ -297,7 +299,7 @@ class Finding(_Model):
     name: str
     verdict: Verdict
     detail: str
-    # None where there is nothing to recommend (SPEC §5 names the field, not its value).
+    # None where there is nothing to recommend (the field is required, its value is not).
     recommendation: str | None = None
 
 
@@ -372,7 +374,7 @@ class PlanArtifact(_Model):
     findings: list[Finding]
     verdict: Verdict
     config_block: str
-    # Beyond the SPEC §5 minimum (a minimal plan has none): what the report and the registry
+    # Optional (a minimal plan has none): what the report and the registry
     # entry read, declared so nothing reads them by name.
     instance_type: str | None = None
     t_total_s: float | None = None
@@ -408,7 +410,7 @@ def plan_filename(model: str) -> str:
 
 
 def slug_for(instance_type: str, image_digest: str) -> str:
-    """`ml.g5.xlarge` + `sha256:8b1b96bc…` → `g5xlarge-8b1b96bc` (SPEC §5)."""
+    """`ml.g5.xlarge` + `sha256:8b1b96bc…` → `g5xlarge-8b1b96bc` (docs/artifacts.md)."""
     kind = instance_type.removeprefix("ml.").replace(".", "")
     digest = image_digest.split(":", 1)[-1]
     return f"{kind}-{digest[:8]}"

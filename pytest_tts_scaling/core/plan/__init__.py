@@ -1,4 +1,5 @@
-"""The plan (SPEC §4): thresholds, cooldowns, fleet size and findings from the two measurements.
+"""The plan (docs/steps.md#plan): thresholds, cooldowns, fleet size and findings from the two
+measurements.
 
 Pure: a qmax artifact, a ttotal artifact and the operator's inputs in, a :class:`PlanArtifact`
 out; no I/O, no clock, no randomness, so the same inputs give the same bytes. Refusals raise
@@ -86,7 +87,8 @@ class PlanOutcome:
 
 
 def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs) -> PlanOutcome:
-    """Every SPEC §4 plan quantity, the findings and the verdict. Raises InputError subclasses."""
+    """Every plan quantity (docs/steps.md#plan), the findings and the verdict. Raises InputError
+    subclasses."""
     check_inputs(qmax, ttotal, inputs)
     # Established by check_inputs:
     assert qmax.q_max is not None
@@ -200,7 +202,7 @@ def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
 
 
 def _extras(f: Facts) -> dict[str, Any]:
-    """Fields beyond the SPEC §5 minimum: what the report and the config block need."""
+    """The plan's optional fields: what the report and the config block need."""
     return {
         "instance_type": f.qmax.deployed_config.instance_type,
         "t_total_s": f.ttotal.t_total_s,
