@@ -94,7 +94,8 @@ def make_qmax(rungs: Sequence[Rung] = (), q_max: int | None = None, **fields: An
 
 
 def make_plan(**fields: Any) -> PlanArtifact:
-    """The source's worked example (SPEC §4) with a warn verdict, as `tts-bench plan` writes it."""
+    """The source's worked example (docs/steps.md#plan) with a warn verdict, as `tts-bench plan`
+    writes it."""
     values: dict[str, Any] = {
         "model": MODEL,
         "slug": "g5xlarge-8b1b96bc",

@@ -209,6 +209,16 @@ def test_the_four_schedules_exclude_each_other_in_the_parser(
     assert expected in capsys.readouterr().err
 
 
+def test_a_worker_needs_no_schedule_of_its_own() -> None:
+    """--processes starts workers as `load --worker --master-host H --master-port P`: the master
+    sends their schedule, so the parser must not ask them for one."""
+    from pytest_tts_scaling.cli import build_parser
+
+    args = build_parser().parse_args(["load", "--worker", "--master-host", "127.0.0.1"])
+    assert args.worker
+    assert args.users is None
+
+
 def test_the_processes_help_names_its_real_default(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["load", "--help"])

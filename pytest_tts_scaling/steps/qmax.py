@@ -94,7 +94,8 @@ def git_commit() -> str | None:
 
 
 def check_admission_bound(endpoint: Endpoint, top_rung: int | None, allow: bool) -> None:
-    """Refuse a ladder that climbs above the container's admission bound (SPEC §4), whether
+    """Refuse a ladder that climbs above the container's admission bound
+    (docs/method.md#the-admission-bound), whether
     it was deployed (QUEUE_MAX_DEPTH) or named by the endpoint's own 503 answers. The search
     (no ladder, `top_rung` None) is not refused: it stops below the bound (:func:`search_top`)."""
     bound = endpoint.queue_max_depth
