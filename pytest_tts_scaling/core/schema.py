@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 QMAX_SCHEMA: Final = "tts-scaling/qmax/1"
 TTOTAL_SCHEMA: Final = "tts-scaling/ttotal/1"
-PLAN_SCHEMA: Final = "tts-scaling/plan/1"
+PLAN_SCHEMA: Final = "tts-scaling/plan/2"
+# Plans before they stored their curve and policy; still read (their drawings recompute them).
+PLAN_SCHEMA_V1: Final = "tts-scaling/plan/1"
 
 Transport = Literal["response-stream", "bidi"]
 Verdict = Literal["ok", "warn", "stop"]
@@ -301,11 +303,60 @@ class Finding(_Model):
     recommendation: str | None = None
 
 
+class ArtifactRef(_Model):
+    """Which artifact a plan was computed from: its file name, run and what it measured."""
+
+    file: str | None = None
+    run_id: str | None = None
+    slug: str | None = None
+    transport: str | None = None
+
+
+class PlanInputsRecord(_Model):
+    """What the plan was asked for and computed from. Every field is optional so a schema 1
+    plan's free-form inputs read into it; a plan `tts-bench plan` writes has them all."""
+
+    slo_ms: float | None = None
+    surge_ratio: float | None = None
+    peak_rps: float | None = None
+    trough_rps: float | None = None
+    min_floor: int | None = None
+    allow_config_mismatch: bool | None = None
+    qmax_artifact: ArtifactRef | None = None
+    ttotal_artifact: ArtifactRef | None = None
+
+
+class PlanCurve(_Model):
+    """The per-instance service curve the plan was decided on (client concurrency units)."""
+
+    concurrency: list[float]
+    throughput_rps: list[float]
+    ttfab_p95_ms: list[float]
+
+
+class PlanPolicy(_Model):
+    """The autoscaling policy the plan decided, as its fleet simulation ran it."""
+
+    target_concurrency: float
+    scale_in_concurrency: float
+    min_instances: int
+    max_instances: int
+    scale_out_cooldown_s: float
+    scale_in_cooldown_s: float
+    provision_s: float
+    queue_max_depth: int | None
+    period_s: float
+    scale_out_periods: int
+    scale_in_periods: int
+
+
 class PlanArtifact(_Model):
-    schema_: Literal["tts-scaling/plan/1"] = Field(alias="schema", default=PLAN_SCHEMA)
+    schema_: Literal["tts-scaling/plan/2", "tts-scaling/plan/1"] = Field(
+        alias="schema", default=PLAN_SCHEMA
+    )
     model: str
     slug: str
-    inputs: dict[str, object]
+    inputs: PlanInputsRecord
     c_scale_max: float
     c_scale_min: float
     cw_units_ratio: float
@@ -329,6 +380,11 @@ class PlanArtifact(_Model):
     t_total_s: float | None = None
     knee_concurrency: float | None = None
     surge_simulation: dict[str, Any] | None = None
+    # Plan schema 2: what the plan was decided from, so a report or validate_live draws and
+    # checks it without the qmax and ttotal artifacts (None in a schema 1 plan).
+    service_curve: PlanCurve | None = None
+    policy: PlanPolicy | None = None
+    surge_instances: int | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -337,6 +393,7 @@ ARTIFACT_MODELS: dict[str, type[_Model]] = {
     QMAX_SCHEMA: QmaxArtifact,
     TTOTAL_SCHEMA: TtotalArtifact,
     PLAN_SCHEMA: PlanArtifact,
+    PLAN_SCHEMA_V1: PlanArtifact,
 }
 
 
