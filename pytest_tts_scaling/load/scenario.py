@@ -1,4 +1,5 @@
-"""Scenario files (SPEC §9): the workload, and optionally the measurement, in one TOML file.
+"""Scenario files (docs/workloads.md): the workload, and optionally the measurement, in one TOML
+file.
 
 A scenario names a text corpus and a length distribution (seeded), voices and how they are
 picked, the request (method, path, headers, the body or a Jinja2 payload template), how the
