@@ -6,12 +6,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install qmax test lint
+.PHONY: install qmax test lint docs
 
 $(STAMP): pyproject.toml container/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e './container[model]' -e '.[dev,quality]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e './container[model]' -e '.[all,dev,docs]'
 	touch $@
 
 install: $(STAMP)
@@ -30,3 +30,7 @@ lint: $(STAMP)
 # The project's own tests, with ruff and mypy first.
 test: lint
 	$(BIN)/pytest --timeout=900 $(ARGS)
+
+# The documentation site from docs/ into site/, offline; a broken link or a page left out of the nav fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

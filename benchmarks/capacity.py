@@ -153,42 +153,45 @@ def tts_bench() -> list[str]:
     return [found]
 
 
+def run_qmax(
+    out: Path, env: dict[str, str], timeout: float, label: str, *options: str
+) -> dict[str, Any] | None:
+    """``tts-bench qmax OPTIONS`` (1 s between rungs) writing into ``out``, its output in
+    ``out/tts-bench.log``; the artifact, also after a timeout (what it measured), else None."""
+    command = [*tts_bench(), "qmax", *options, "--gap-s", "1", "--artifacts-dir", str(out)]
+    with open(out / "tts-bench.log", "w") as log:
+        try:
+            subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"   {label}stopped after {timeout:.0f} s; reading what it measured", flush=True)
+    found = sorted(out.glob("qmax-*.json"))
+    if not found:
+        print(f"   {label}no artifact; see {out / 'tts-bench.log'}", flush=True)
+        return None
+    artifact: dict[str, Any] = json.loads(found[0].read_text())
+    return artifact
+
+
 def run_mode(mode: str, args: argparse.Namespace, deadline: float) -> dict[str, Any] | None:
     """One ``tts-bench qmax`` on the local endpoint in ``mode``; its artifact, or None."""
     out = args.out / mode
     out.mkdir(parents=True, exist_ok=True)
     engine = MODES[mode]["ENGINE"]
-    command = [
-        *tts_bench(),
-        "qmax",
-        "--scenario",
-        "kokoro-82m",
-        "--ladder",
-        args.synthetic_ladder if engine == "synthetic" else args.kokoro_ladder,
-        "--slo-ms",
-        f"{max(args.report_slo_ms):g}",
-        "--hold-s",
-        f"{args.hold_s:g}",
-        "--measure-s",
-        f"{args.measure_s:g}",
-        "--gap-s",
-        "1",
-        "--artifacts-dir",
-        str(out),
-    ]
     env = {**os.environ, **MODES[mode], "PYTHONUNBUFFERED": "1"}
     timeout = max(1.0, min(args.mode_timeout_s, deadline - time.monotonic()))
     print(f"== {mode}: {' '.join(f'{k}={v}' for k, v in MODES[mode].items())}", flush=True)
-    with open(out / "tts-bench.log", "w") as log:
-        try:
-            subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            print(f"   {mode}: stopped after {timeout:.0f} s; reading what it measured", flush=True)
-    found = sorted(out.glob("qmax-*.json"))
-    if not found:
-        print(f"   {mode}: no artifact; see {out / 'tts-bench.log'}", flush=True)
+    ladder = args.synthetic_ladder if engine == "synthetic" else args.kokoro_ladder
+    artifact = run_qmax(
+        out,
+        env,
+        timeout,
+        f"{mode}: ",
+        *("--scenario", "kokoro-82m", "--ladder", ladder),
+        *("--slo-ms", f"{max(args.report_slo_ms):g}"),
+        *("--hold-s", f"{args.hold_s:g}", "--measure-s", f"{args.measure_s:g}"),
+    )
+    if artifact is None:
         return None
-    artifact: dict[str, Any] = json.loads(found[0].read_text())
     for rung in artifact["rungs"]:
         p95 = rung["ttfab_ms"].get("p95")
         underrun = (rung.get("underrun_ms") or {}).get("p95")

@@ -3,9 +3,10 @@
 The inputs are the Hypothesis strategies of container/tests/container_fuzzing.py: HTTP requests
 (JSON shapes, types, Unicode with lone surrogates, huge numbers, deep nesting, sizes, headers,
 content types), raw bytes on a socket (protocol garbage, broken chunked bodies, bad framing) and
-WebSocket frames, all on one kept-alive HTTP connection and one WebSocket session. Every answer
-is checked: no 5xx, every refusal SPEC §7's JSON shape, no dropped connection for a well-formed
-request, the session goes on. A valid request must still be served at the end.
+WebSocket frames, all on one kept-alive HTTP connection and one WebSocket session. Every answer is
+checked: no 5xx, every refusal in the contract's JSON error shape (docs/container.md#refusals), no
+dropped connection for a well-formed request, the session goes on. A valid request must still be
+served at the end.
 
 By default the script starts the real server code around the fake engine (the property is about
 the HTTP and WebSocket layer; the model would only slow it down); ``--url`` fuzzes a server that

@@ -20,15 +20,13 @@ exits 1 when a run disagrees with its truth.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from capacity import tts_bench
+from capacity import run_qmax
 
 BATCHING = {"SCHEDULER": "edf", "BATCH_MAX": "4"}
 RUNS = {"control": {}, "fault": {"FAULT_GARBLE_BATCHES": "1"}}
@@ -39,41 +37,21 @@ SLO_MS = 600_000.0
 def measure(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
     out = args.out / name
     out.mkdir(parents=True, exist_ok=True)
-    command = [
-        *tts_bench(),
-        "qmax",
-        "--ladder",
-        args.ladder,
-        "--slo-ms",
-        f"{SLO_MS:g}",
-        "--hold-s",
-        f"{args.hold_s:g}",
-        "--measure-s",
-        f"{args.measure_s:g}",
-        "--gap-s",
-        "1",
-        "--wer-sample",
-        str(args.wer_sample),
-        "--max-wer-increase",
-        f"{args.max_wer_increase:g}",
-        "--artifacts-dir",
-        str(out),
-    ]
     env = {**os.environ, **BATCHING, **RUNS[name], "PYTHONUNBUFFERED": "1"}
     print(f"== {name}: {' '.join(f'{k}={v}' for k, v in {**BATCHING, **RUNS[name]}.items())}")
     started = time.monotonic()
-    with open(out / "tts-bench.log", "w") as log:
-        try:
-            subprocess.run(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout_s
-            )
-        except subprocess.TimeoutExpired:
-            print(f"   stopped after {args.timeout_s:g} s; reading what it measured")
-    found = sorted(out.glob("qmax-*.json"))
-    if not found:
-        print(f"   no artifact; see {out / 'tts-bench.log'}")
+    artifact = run_qmax(
+        out,
+        env,
+        args.timeout_s,
+        "",
+        *("--ladder", args.ladder, "--slo-ms", f"{SLO_MS:g}"),
+        *("--hold-s", f"{args.hold_s:g}", "--measure-s", f"{args.measure_s:g}"),
+        *("--wer-sample", str(args.wer_sample)),
+        *("--max-wer-increase", f"{args.max_wer_increase:g}"),
+    )
+    if artifact is None:
         return None
-    artifact: dict[str, Any] = json.loads(found[0].read_text())
     weights = artifact["deployed_config"].get("weights")
     print(f"   {time.monotonic() - started:.0f} s, weights {weights}")
     for rung in sorted(artifact["rungs"], key=lambda r: r["concurrency"]):

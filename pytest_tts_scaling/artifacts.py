@@ -8,7 +8,7 @@ import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -93,7 +93,9 @@ def load(path: Path | str, model: type[M]) -> M:
     path = Path(path)
     raw = _read_object(path)
     expected = model.model_fields["schema_"].default
-    if raw.get("schema") != expected:
+    # A model may read older versions of its kind too (the plan's schema 1): its Literal's values.
+    readable = get_args(model.model_fields["schema_"].annotation) or (expected,)
+    if raw.get("schema") not in readable:
         raise ArtifactError(
             f"{path}: field 'schema': expected {expected!r}, got {raw.get('schema')!r}"
         )

@@ -1,4 +1,4 @@
-"""Errors that end a command with a one-line message (SPEC §6: bad input exits 2)."""
+"""Errors that end a command with a one-line message (bad input exits 2)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ Each factory fills every required field with a plain value and takes any field a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pytest_tts_scaling.core.decoding import ResponseFormat
@@ -17,6 +18,11 @@ from pytest_tts_scaling.option_table import OPTION_SPECS
 from pytest_tts_scaling.spelling import pytest_flag
 
 MODEL = "kokoro-82m"
+# The measured example artifacts the report and the rules are checked against.
+EXAMPLES = Path(__file__).resolve().parents[1] / "reports" / "examples" / "source"
+QMAX_EXAMPLE = EXAMPLES / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
+# The shortest rungs a local server still answers a verdict in (pytest spelling).
+QUICK_RUNGS = ("--tts-hold-s", "1.5", "--tts-measure-s", "1", "--tts-gap-s", "0")
 
 
 def make_record(
@@ -94,7 +100,8 @@ def make_qmax(rungs: Sequence[Rung] = (), q_max: int | None = None, **fields: An
 
 
 def make_plan(**fields: Any) -> PlanArtifact:
-    """The source's worked example (SPEC §4) with a warn verdict, as `tts-bench plan` writes it."""
+    """The source's worked example (docs/steps.md#plan) with a warn verdict, as `tts-bench plan`
+    writes it."""
     values: dict[str, Any] = {
         "model": MODEL,
         "slug": "g5xlarge-8b1b96bc",

@@ -21,16 +21,8 @@ from pytest_tts_scaling.core.schema import (
 )
 from pytest_tts_scaling.core.stats import quantile_ci, summarize
 from pytest_tts_scaling.errors import InputError, MismatchError
-from tests.factories import make_qmax, make_rung
+from tests.factories import QMAX_EXAMPLE, make_qmax, make_rung
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = (
-    ROOT
-    / "reports"
-    / "examples"
-    / "source"
-    / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
-)
 Z95 = NormalDist().inv_cdf(0.975)
 
 
@@ -293,7 +285,7 @@ def test_a_negative_tolerance_is_refused() -> None:
 
 
 def test_without_intervals_the_noise_comes_from_the_summary() -> None:
-    example = load(EXAMPLE, QmaxArtifact)  # the source's numbers carry no p95 intervals
+    example = load(QMAX_EXAMPLE, QmaxArtifact)  # the source's numbers carry no p95 intervals
     assert all(r.ttfab_p95_ci_ms is None for r in example.rungs)
     result = compare_qmax(example, example)
     assert result.ok

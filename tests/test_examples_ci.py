@@ -93,9 +93,9 @@ def commands_of(name: str) -> list[Command]:
     return out
 
 
-def readme_commands() -> list[Command]:
-    """Commands in the README's bash blocks (line continuations joined)."""
-    text = (ROOT / "README.md").read_text()
+def page_commands(page: Path) -> list[Command]:
+    """Commands in a page's bash blocks (line continuations joined)."""
+    text = page.read_text()
     out = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         for line in split_script(block):
@@ -103,7 +103,7 @@ def readme_commands() -> list[Command]:
             argv = shlex.split(expand(line, {}))
             if argv and argv[0].startswith(".venv/bin/"):
                 argv[0] = argv[0].removeprefix(".venv/bin/")
-            out.append(Command(f"README: {line[:60]}", argv))
+            out.append(Command(f"{page.name}: {line[:60]}", argv))
     return out
 
 
@@ -152,7 +152,9 @@ def check_pytest(command: Command, pytester: pytest.Pytester) -> int:
 def check_tts_bench(command: Command) -> str:
     args = with_samples(command.args)
     assert args, f"{command.where}: tts-bench without a command"
-    assert args[0] in COMMANDS, f"{command.where}: {args[0]} is not a tts-bench command"
+    assert args[0].replace("-", "_") in COMMANDS, (
+        f"{command.where}: {args[0]} is not a tts-bench command"
+    )
     try:
         parsed = build_parser().parse_args(args)
     except SystemExit as exc:
@@ -181,8 +183,8 @@ def test_workflow_commands_exist(name: str, at_root_scenarios: pytest.Pytester) 
             assert (ROOT / command.argv[command.argv.index("-c") + 1]).exists()
 
 
-def test_readme_ci_commands_exist(at_root_scenarios: pytest.Pytester) -> None:
-    commands = [c for c in readme_commands() if c.tool]
+def test_ci_page_commands_exist(at_root_scenarios: pytest.Pytester) -> None:
+    commands = [c for c in page_commands(ROOT / "docs" / "ci.md") if c.tool]
     gates = [c for c in commands if c.tool == "pytest" and markers_in(c.args) & {"drift"}]
     assert any({"drift", "plan", "validate"} <= markers_in(c.args) for c in gates)
     assert any("--tts-baseline" in c.args for c in commands if c.tool == "pytest")

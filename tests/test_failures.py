@@ -12,20 +12,11 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
+from tests.factories import EXAMPLES, QUICK_RUNGS
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "reports" / "examples" / "source"
 TTOTAL_EXAMPLE = EXAMPLES / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"
-QUICK = (
-    "-p",
-    "no:cacheprovider",
-    "--tts-hold-s",
-    "1.5",
-    "--tts-measure-s",
-    "1",
-    "--tts-gap-s",
-    "0",
-)
+QUICK = ("-p", "no:cacheprovider", *QUICK_RUNGS)
 
 
 def lines_with(result: pytest.RunResult, text: str) -> list[str]:

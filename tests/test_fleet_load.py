@@ -209,6 +209,51 @@ def test_the_four_schedules_exclude_each_other_in_the_parser(
     assert expected in capsys.readouterr().err
 
 
+def test_a_worker_needs_no_schedule_of_its_own() -> None:
+    """--processes starts workers as `load --worker --master-host H --master-port P`: the master
+    sends their schedule, so the parser must not ask them for one."""
+    from pytest_tts_scaling.cli import build_parser
+
+    args = build_parser().parse_args(["load", "--worker", "--master-host", "127.0.0.1"])
+    assert args.worker
+    assert args.users is None
+
+
+CONFIGURE_WITH_A_LOST_MESSAGE = '''
+import pytest_tts_scaling.fleet.runner as runner
+
+class Master:
+    """Drops each worker's first config, as a worker not yet listening does."""
+
+    def __init__(self, side):
+        self.side, self.sent = side, []
+
+    def send_message(self, kind, data, client_id):
+        self.sent.append(client_id)
+        if self.sent.count(client_id) > 1:
+            self.side.on_configured({"index": data["worker_index"]})
+
+runner.CONFIG_RESEND_S = 0.05
+side = runner.MasterSide()
+master = Master(side)
+runner._configure(master, side, {0: ("a", {"worker_index": 0}), 1: ("b", {"worker_index": 1})})
+print(sorted(side.configured), sorted(master.sent))
+'''
+
+
+def test_a_worker_that_missed_its_config_is_sent_it_again() -> None:
+    """A worker registers its handlers just after it says ready; a config sent in between is lost
+    (on a busy host the master then waited 60 s and failed). Locust is imported in a child."""
+    result = subprocess.run(
+        [sys.executable, "-c", CONFIGURE_WITH_A_LOST_MESSAGE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[0, 1] ['a', 'a', 'b', 'b']"
+
+
 def test_the_processes_help_names_its_real_default(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["load", "--help"])

@@ -32,7 +32,7 @@ def test_validate_live_rehearsal_passes_on_the_local_fleet(pytester: pytest.Pyte
     )
     folder = pytester.path / "reports" / "validate-live"
     plan = json.loads((folder / "plan-calibration.json").read_text())
-    assert plan["schema"] == "tts-scaling/plan/1"
+    assert plan["schema"] == "tts-scaling/plan/2"
     rows = (folder / "live.requests.jsonl").read_text().splitlines()
     assert len(rows) > 1000
     assert {"send_lag_ms", "due_epoch_ns", "ttfab_ms"} <= set(json.loads(rows[0]))

@@ -16,7 +16,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_tts_scaling"
 
-# SPEC §6: installing the package costs a project nothing until a step is used.
+# Installing the package costs a project nothing until a step is used.
 HEAVY = ("numpy", "pydantic", "jinja2", "jmespath", "boto3", "torch", "matplotlib", "locust")
 
 # Plans, statistics and verdicts: numbers in, numbers out. Which modules they may import is the

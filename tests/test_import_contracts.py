@@ -20,6 +20,12 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
 def lint_imports(where: Path) -> subprocess.CompletedProcess[str]:
+    if not LINT_IMPORTS.exists():
+        pytest.fail(
+            f"{LINT_IMPORTS} is missing: import-linter comes with the [dev] extra "
+            "(make install, or pip install -e '.[dev]')",
+            pytrace=False,
+        )
     return subprocess.run(
         [str(LINT_IMPORTS), "--no-cache"],
         cwd=where,

@@ -18,16 +18,7 @@ from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
 from pytest_tts_scaling.core.verdicts import doubt_line, inconclusive_rungs, verdict_words
 from pytest_tts_scaling.report.extras import Shown
 from pytest_tts_scaling.report.pages import view_for
-from tests.factories import make_qmax, make_rung
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = (
-    ROOT
-    / "reports"
-    / "examples"
-    / "source"
-    / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
-)
+from tests.factories import QMAX_EXAMPLE, make_qmax, make_rung
 
 
 def rung(n: int, low: float, high: float, *, passed: bool, **fields: Any) -> Rung:
@@ -76,7 +67,7 @@ def test_the_verdict_line_says_inconclusive_and_what_would_settle_it() -> None:
 
 
 def test_an_artifact_written_before_the_field_reads_as_conclusive() -> None:
-    data = json.loads(EXAMPLE.read_text())
+    data = json.loads(QMAX_EXAMPLE.read_text())
     assert "inconclusive" not in data
     assert QmaxArtifact.model_validate(data).inconclusive == []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_tts_scaling.artifacts import dump_json, load
-from pytest_tts_scaling.core.plan import PlanInputs, compute_plan, overall_verdict
+from pytest_tts_scaling.core.plan import PlanInputs, compute_plan, overall_verdict, stored_outcome
 from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, Rung, TtotalArtifact
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
 
@@ -79,7 +80,7 @@ def test_worked_example_gives_the_source_numbers() -> None:
     assert finding(p, "surge_survival").verdict == "warn"
     assert finding(p, "scale_in_safety").verdict == "warn"
     assert p.verdict == "warn"
-    assert p.inputs["slo_ms"] == 3000.0
+    assert p.inputs.slo_ms == 3000.0
 
 
 def test_worked_example_fleet_comes_from_measured_throughput() -> None:
@@ -186,7 +187,7 @@ def test_refuses_different_slugs_unless_allowed() -> None:
 def test_refuses_another_slo() -> None:
     with pytest.raises(MismatchError, match=r"--slo-ms 2500 differs.*3000 ms"):
         plan(slo_ms=2500.0)
-    assert plan(slo_ms=3000.0).inputs["slo_ms"] == 3000.0
+    assert plan(slo_ms=3000.0).inputs.slo_ms == 3000.0
 
 
 @pytest.mark.parametrize("ratio", [0.99, 1.5, 2.0, float("nan")])
@@ -446,3 +447,42 @@ def test_unusable_rungs_stay_out_of_the_curve() -> None:
     p = plan(q=qmax(rungs=rungs))
     # X(37.5) now between rung 30 (20.1) and 50 (20.2).
     assert p.per_instance_rps_at_c_scale_max == pytest.approx(20.1 + 0.1 * 7.5 / 20, abs=0.001)
+
+
+# --- the plan stores what it decided (schema 2) ----------------------------------------------
+
+
+def test_the_committed_plan_holds_its_curve_and_policy_and_gives_the_same_outcome() -> None:
+    computed = compute_plan(qmax(), ttotal(), PlanInputs(peak_rps=5000, trough_rps=10))
+    stored = stored_outcome(load(PLAN_FILE, PlanArtifact))
+    assert stored is not None
+    assert stored.curve == computed.curve
+    assert stored.policy == computed.policy
+    assert (stored.surge_start_s, stored.surge_instances) == (
+        computed.surge_start_s,
+        computed.surge_instances,
+    )
+    assert stored.surge.serving.tolist() == computed.surge.serving.tolist()
+    assert stored.surge.ttfab_p95_ms.tolist() == computed.surge.ttfab_p95_ms.tolist()
+    assert stored.surge.shed.tolist() == computed.surge.shed.tolist()
+
+
+def test_a_schema_1_plan_is_still_read_and_holds_no_outcome(tmp_path: Path) -> None:
+    old = json.loads(PLAN_FILE.read_text())
+    old["schema"] = "tts-scaling/plan/1"
+    del old["service_curve"], old["policy"]
+    path = tmp_path / "plan-kokoro-82m.json"
+    path.write_text(json.dumps(old))
+    read = load(path, PlanArtifact)
+    assert read.schema_ == "tts-scaling/plan/1"
+    assert read.max_instances == 249
+    assert stored_outcome(read) is None
+
+
+def test_another_plan_schema_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(
+        json.dumps({**json.loads(PLAN_FILE.read_text()), "schema": "tts-scaling/plan/9"})
+    )
+    with pytest.raises(ArtifactError, match=r"field 'schema': expected 'tts-scaling/plan/2'"):
+        load(path, PlanArtifact)

@@ -13,13 +13,17 @@ import pytest
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.cli import main
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact
-from tests.factories import pytest_args
+from tests.factories import EXAMPLES, QMAX_EXAMPLE, pytest_args
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parents[1] / "reports" / "examples" / "source"
-QMAX = DATA / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
-TTOTAL = DATA / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"
+QMAX = QMAX_EXAMPLE
+TTOTAL = EXAMPLES / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"
 SOURCE_ARGS: list[str | Path] = ["--peak-rps", "5000", "--trough-rps", "10"]
+
+
+def inputs(qmax: Path = QMAX) -> list[str | Path]:
+    """The two artifacts and the traffic every plan here is made from."""
+    return ["--qmax-artifact", qmax, "--ttotal-artifact", TTOTAL, *SOURCE_ARGS]
 
 
 @pytest.fixture
@@ -37,11 +41,7 @@ def test_plan_prints_the_report_writes_the_artifact_and_exits_0(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = plan_cli(
-        "--qmax-artifact",
-        QMAX,
-        "--ttotal-artifact",
-        TTOTAL,
-        *SOURCE_ARGS,
+        *inputs(),
         "--artifacts-dir",
         tmp_path,
     )
@@ -57,7 +57,7 @@ def test_plan_prints_the_report_writes_the_artifact_and_exits_0(
     assert written.config_block in out
     assert written.max_instances == 249
     assert (tmp_path / "plan-kokoro-82m.json").read_text() == (
-        DATA / "plan-kokoro-82m.json"
+        EXAMPLES / "plan-kokoro-82m.json"
     ).read_text()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
@@ -81,7 +81,7 @@ def test_artifacts_elsewhere_give_the_same_bytes(tmp_path: Path) -> None:
     ]
     assert plan_cli(*args, "--artifacts-dir", tmp_path / "out") == 0
     assert (tmp_path / "out" / "plan-kokoro-82m.json").read_bytes() == (
-        DATA / "plan-kokoro-82m.json"
+        EXAMPLES / "plan-kokoro-82m.json"
     ).read_bytes()
 
 
@@ -89,11 +89,7 @@ def test_a_stop_plan_exits_1_and_is_still_written(
     tmp_path: Path, stop_qmax: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = plan_cli(
-        "--qmax-artifact",
-        stop_qmax,
-        "--ttotal-artifact",
-        TTOTAL,
-        *SOURCE_ARGS,
+        *inputs(stop_qmax),
         "--artifacts-dir",
         tmp_path,
     )
@@ -113,16 +109,18 @@ def test_a_stop_plan_exits_1_and_is_still_written(
         (["--qmax-artifact", QMAX, "--ttotal-artifact", TTOTAL], "--peak-rps is required"),
         (["--qmax-artifact", QMAX, "--ttotal-artifact", QMAX, *SOURCE_ARGS], "field 'schema'"),
         (
-            ["--qmax-artifact", DATA / "missing.json", "--ttotal-artifact", TTOTAL, *SOURCE_ARGS],
+            [
+                "--qmax-artifact",
+                EXAMPLES / "missing.json",
+                "--ttotal-artifact",
+                TTOTAL,
+                *SOURCE_ARGS,
+            ],
             "no such artifact",
         ),
         (
             [
-                "--qmax-artifact",
-                QMAX,
-                "--ttotal-artifact",
-                TTOTAL,
-                *SOURCE_ARGS,
+                *inputs(),
                 "--slo-ms",
                 "2500",
             ],
@@ -144,11 +142,7 @@ def test_bad_input_exits_2_with_one_line(
 def test_a_surge_ratio_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         plan_cli(
-            "--qmax-artifact",
-            QMAX,
-            "--ttotal-artifact",
-            TTOTAL,
-            *SOURCE_ARGS,
+            *inputs(),
             "--surge-ratio",
             "1.5",
         )
@@ -196,11 +190,7 @@ def run_scenario(pytester: pytest.Pytester, *args: str | Path) -> pytest.RunResu
 def test_scenario_passes_and_writes_the_plan(pytester: pytest.Pytester, tmp_path: Path) -> None:
     result = run_scenario(
         pytester,
-        "--qmax-artifact",
-        QMAX,
-        "--ttotal-artifact",
-        TTOTAL,
-        *SOURCE_ARGS,
+        *inputs(),
         "--artifacts-dir",
         tmp_path,
     )
@@ -220,11 +210,7 @@ def test_scenario_fails_naming_each_stop(
 ) -> None:
     result = run_scenario(
         pytester,
-        "--qmax-artifact",
-        stop_qmax,
-        "--ttotal-artifact",
-        TTOTAL,
-        *SOURCE_ARGS,
+        *inputs(stop_qmax),
         "--artifacts-dir",
         tmp_path,
     )

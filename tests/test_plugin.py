@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.calibration import Faults, SerialStreamServer, Slots
+from tests.factories import QUICK_RUNGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -301,12 +302,7 @@ def test_the_search_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenario: 
             server.base_url,
             "--tts-max-concurrency",
             "6",
-            "--tts-hold-s",
-            "1.5",
-            "--tts-measure-s",
-            "1",
-            "--tts-gap-s",
-            "0",
+            *QUICK_RUNGS,
             "--tts-artifacts-dir",
             str(pytester.path / "out"),
             "-rs",

@@ -90,8 +90,24 @@ def test_report_of_a_plan_recomputes_its_surge_from_the_artifacts_it_names(
     assert "ModelEndpointConfig" in html
 
 
-def test_a_plan_alone_is_rendered_without_plots_and_says_what_it_needs(tmp_path: Path) -> None:
+def test_a_plan_alone_is_drawn_from_the_curve_and_policy_it_stored(tmp_path: Path) -> None:
     [plan] = _copy(tmp_path, PLAN)
+    assert main(["report", str(plan), "--artifacts-dir", str(tmp_path)]) == 0
+    answer = _answer((tmp_path / "plan-kokoro-82m.html").read_text())
+    figures = _figures(answer)
+    assert list(figures) == ["thresholds", "surge"]
+    assert "C_scale_max 37.5" in figures["thresholds"]
+    assert "recomputing" not in answer
+
+
+def test_a_schema_1_plan_alone_is_rendered_without_plots_and_says_what_it_needs(
+    tmp_path: Path,
+) -> None:
+    [plan] = _copy(tmp_path, PLAN)
+    old = json.loads(plan.read_text())
+    old["schema"] = "tts-scaling/plan/1"
+    del old["service_curve"], old["policy"]
+    plan.write_text(json.dumps(old, indent=2) + "\n")
     assert main(["report", str(plan), "--artifacts-dir", str(tmp_path)]) == 0
     html = (tmp_path / "plan-kokoro-82m.html").read_text()
     assert _figures(html) == {}
@@ -148,7 +164,7 @@ def test_a_plot_is_the_same_bytes_each_time() -> None:
 
 
 def test_optional_fields_may_be_missing(tmp_path: Path) -> None:
-    """Older artifacts lack the fields beyond the SPEC §5 minimum: they still render."""
+    """Older artifacts lack the artifact format's optional fields: they still render."""
     data = json.loads(QMAX.read_text())
     minimum = {
         "concurrency", "usable", "unusable_reason", "meets_slo", "completed", "rejected",

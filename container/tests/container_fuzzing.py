@@ -3,10 +3,10 @@
 Shared by test_container_fuzz.py (a few thousand examples in CI) and benchmarks/fuzz.py (10,000 and
 more). A strategy draws a probe tagged with its class, for the counts: an HTTP request (JSON shapes,
 types, Unicode with lone surrogates, huge numbers, deep nesting, sizes, headers, content types), raw
-bytes on a socket (protocol garbage, broken chunked bodies, bad framing), or a WebSocket frame.
-Each ``check_*`` sends one probe and returns the outcome (``"200"``, ``"422 invalid_speed"``...) or
-raises `Violation`: a 5xx, an error that is not SPEC §7's JSON shape, a dropped connection for a
-well-formed request, a WebSocket session that did not go on.
+bytes on a socket (protocol garbage, broken chunked bodies, bad framing), or a WebSocket frame. Each
+``check_*`` sends one probe and returns the outcome (``"200"``, ``"422 invalid_speed"``...) or
+raises `Violation`: a 5xx, an error that is not the contract's JSON error shape, a dropped
+connection for a well-formed request, a WebSocket session that did not go on.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ ws_probes = st.one_of(
 
 
 def _error_code(status: int, content_type: str, body: bytes) -> str:
-    """The JSON error's code; `Violation` unless SPEC §7's shape."""
+    """The JSON error's code; `Violation` unless the contract's JSON error shape."""
     if not content_type.startswith("application/json"):
         raise Violation(f"{status} with content type {content_type!r}: {body[:200]!r}")
     try:

@@ -2,8 +2,9 @@
 
 The server is the real one (the container's uvicorn set-up, protocols and app) on a thread, with the
 fake engine: the property is about the HTTP and WebSocket layer, not the model. Never a 5xx, every
-refusal in SPEC §7's JSON shape, never a dropped connection for a well-formed request, the
-WebSocket session goes on with error frames, and a valid request is served afterwards.
+refusal in the contract's JSON error shape (docs/container.md#refusals), never a dropped connection
+for a well-formed request, the WebSocket session goes on with error frames, and a valid request is
+served afterwards.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,7 @@ def ensure_dev_model(cache_dir: Path) -> ModelFiles:
         log.info("development model: reusing %s", target)
     else:
         build_dev_model(target)
-    files = find_model_files(target)
-    return ModelFiles(
-        root=files.root,
-        config=files.config,
-        weights=files.weights,
-        voices=files.voices,
-        label=UNTRAINED_LABEL,
-    )
+    return replace(find_model_files(target), label=UNTRAINED_LABEL)
 
 
 def build_kokoro_modules(config: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +109,37 @@ def remove_abandoned_builds(cache_dir: Path, older_than_s: float = 3600.0) -> No
                 shutil.rmtree(leftover, ignore_errors=True)
 
 
+def publish_model_dir(
+    workdir: Path,
+    target: Path,
+    state: dict[str, Any],
+    weights_name: str,
+    voices: dict[str, Any],
+    manifest: dict[str, Any],
+    *,
+    what: str,
+) -> None:
+    """Write a model directory into ``workdir`` (config, weights, voice packs, the manifest last)
+    and rename it to ``target``: a reader sees a whole directory or none; when another process
+    renamed its own first, that one is kept."""
+    import torch
+
+    shutil.copyfile(packaged_config(), workdir / "config.json")
+    torch.save(state, workdir / weights_name)
+    (workdir / "voices").mkdir()
+    for name, pack in voices.items():
+        torch.save(pack, workdir / "voices" / f"{name}.pt")
+    (workdir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    if target.exists() and not (target / MANIFEST_NAME).is_file():
+        shutil.rmtree(target)  # left by something else than this atomic build
+    try:
+        os.rename(workdir, target)
+    except OSError:
+        if not (target / MANIFEST_NAME).is_file():
+            raise
+        log.info("%s: another process built %s first", what, target)
+
+
 def build_dev_model(target: Path) -> None:
     """Build the files into ``target`` atomically (a temporary directory renamed into place)."""
     import torch
@@ -138,24 +163,12 @@ def build_dev_model(target: Path) -> None:
             voices = {name: torch.randn(VOICE_SHAPE) * VOICE_SCALE for name in VOICES}
         finally:
             torch.random.set_rng_state(generator_state)
-        shutil.copyfile(packaged_config(), workdir / "config.json")
-        torch.save(
-            {key: module.state_dict() for key, module in modules.items()}, workdir / WEIGHTS_NAME
-        )
-        (workdir / "voices").mkdir()
-        for name, pack in voices.items():
-            torch.save(pack, workdir / "voices" / f"{name}.pt")
+        state = {key: module.state_dict() for key, module in modules.items()}
         parameters = sum(p.numel() for m in modules.values() for p in m.parameters())
         manifest = {"key": build_key(), "untrained": True, "parameters": parameters, "seed": SEED}
-        (workdir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        if target.exists() and not (target / MANIFEST_NAME).is_file():
-            shutil.rmtree(target)  # left by something else than this atomic build
-        try:
-            os.rename(workdir, target)
-        except OSError:
-            if not (target / MANIFEST_NAME).is_file():
-                raise
-            log.info("development model: another process built %s first", target)
+        publish_model_dir(
+            workdir, target, state, WEIGHTS_NAME, voices, manifest, what="development model"
+        )
     finally:
         if workdir.exists():
             shutil.rmtree(workdir, ignore_errors=True)

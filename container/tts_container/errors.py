@@ -1,4 +1,5 @@
-"""SPEC §7's error shape, ``{"error": CODE, "detail": TEXT, ...}``, rendered so it cannot fail.
+"""The contract's JSON error shape (docs/container.md#refusals), ``{"error": CODE, "detail": TEXT,
+...}``, rendered so it cannot fail.
 
 Every refusal goes through here: the app's, the admission gate's and the server's own (HTTP
 parser errors, rejected WebSocket handshakes). The body is ASCII JSON, so no client input echoed

@@ -117,7 +117,8 @@ class AdmissionGate:
         if not is_valid_request_id(request_id):
             request_id = new_request_id()
         if self.in_flight.admitting:
-            body = json.dumps(self.in_flight.saturated_body()).encode()  # SPEC §7's exact shape
+            # the contract's exact 503 body
+            body = json.dumps(self.in_flight.saturated_body()).encode()
             headers = error_headers(body, request_id=str(request_id))
         else:
             code, detail, extra = self.in_flight.refusal()

@@ -1,4 +1,5 @@
-"""uvicorn protocols whose own refusals use SPEC §7's JSON error shape.
+"""uvicorn protocols whose own refusals use the contract's JSON error shape
+(docs/container.md#refusals).
 
 uvicorn's h11 protocol answers a request it cannot parse (protocol garbage, a broken chunked body,
 a head over the size limit) with a plain-text 400 and closes at once; bytes the client still sends

@@ -28,12 +28,12 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
 import re
 import shutil
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,21 +135,12 @@ def ensure_trained_model(cache_dir: Path) -> ModelFiles:
     else:
         parts, voices = locate_package_files()
         build_trained_model(target, parts, voices)
-    files = find_model_files(target)
-    return ModelFiles(
-        root=files.root,
-        config=files.config,
-        weights=files.weights,
-        voices=files.voices,
-        label=TRAINED_PACKAGED_LABEL,
-    )
+    return replace(find_model_files(target), label=TRAINED_PACKAGED_LABEL)
 
 
 def build_trained_model(target: Path, parts: list[Path], voices: Path) -> None:
     """Convert into ``target`` atomically (a temporary directory renamed into place)."""
-    import torch
-
-    from tts_container.dev_model import remove_abandoned_builds
+    from tts_container.dev_model import publish_model_dir, remove_abandoned_builds
 
     started = time.monotonic()
     log.warning("trained model: converting the int8 Kokoro-82M v1.0 export into %s (once)", target)
@@ -166,12 +157,7 @@ def build_trained_model(target: Path, parts: list[Path], voices: Path) -> None:
             raise TrainedModelError(
                 f"converting the int8 export failed: {type(exc).__name__}: {exc}"
             ) from exc
-        shutil.copyfile(packaged_config(), workdir / "config.json")
-        torch.save(state, workdir / WEIGHTS_NAME)
-        (workdir / "voices").mkdir()
         packs = load_voice_packs(voices)
-        for name, pack in packs.items():
-            torch.save(pack, workdir / "voices" / f"{name}.pt")
         manifest = {
             "source": "kokoro-v1.0.int8.onnx",
             "sha256": EXPORT_SHA256,
@@ -180,15 +166,9 @@ def build_trained_model(target: Path, parts: list[Path], voices: Path) -> None:
             "voices": sorted(packs),
             "convert_s": round(time.monotonic() - started, 1),
         }
-        (workdir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        if target.exists() and not (target / MANIFEST_NAME).is_file():
-            shutil.rmtree(target)  # left by something else than this atomic build
-        try:
-            os.rename(workdir, target)
-        except OSError:
-            if not (target / MANIFEST_NAME).is_file():
-                raise
-            log.info("trained model: another process converted %s first", target)
+        publish_model_dir(
+            workdir, target, state, WEIGHTS_NAME, packs, manifest, what="trained model"
+        )
     finally:
         if workdir.exists():
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,4 +1,5 @@
-"""The CDK app of the speech endpoints (SPEC §8) and the ``speech-infra`` command.
+"""The CDK app of the speech endpoints (docs/production.md#deploying) and the ``speech-infra``
+command.
 
 Stacks: :class:`~speech_infra.foundation.SpeechFoundationStack` →
 :class:`~speech_infra.model_cache.SpeechModelCacheStack` →

@@ -1,4 +1,5 @@
-"""EndpointAutoscaling: the measured policy on one endpoint variant (SPEC §4 plan, §8).
+"""EndpointAutoscaling: the measured policy on one endpoint variant (docs/steps.md#plan,
+docs/production.md#deploying).
 
 Scale-out and scale-in are split on purpose. Target tracking on the high-resolution concurrency
 metric adds instances quickly (short cooldown) and never removes them (``DisableScaleIn``). A
@@ -24,7 +25,7 @@ SERVICE_LINKED_ROLE = (
     "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
     "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
 )
-# 10 s is the resolution SageMaker publishes ConcurrentRequestsPerModel at (SPEC §3); the drift
+# 10 s is the resolution SageMaker publishes ConcurrentRequestsPerModel at; the drift
 # and ttotal steps bound the policy's detection lag as period x periods + cooldown (10 x 3 + 30).
 SCALE_IN_PERIOD = cdk.Duration.seconds(10)
 SCALE_IN_EVALUATION_PERIODS = 3

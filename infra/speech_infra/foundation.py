@@ -1,4 +1,5 @@
-"""SpeechFoundationStack: the weights bucket and the two roles every endpoint uses (SPEC §8)."""
+"""SpeechFoundationStack: the weights bucket and the two roles every endpoint uses
+(docs/production.md#deploying)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Names shared by the stacks, the CLI and the measurement tools (SPEC §4, §8).
+"""Names shared by the stacks, the CLI and the measurement tools (docs/steps.md,
+docs/production.md#deploying).
 
 The endpoint, variant and alarm names are how drift, qmax and validate find what was deployed,
 so they are derived here once and nowhere else.

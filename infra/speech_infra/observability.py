@@ -1,4 +1,5 @@
-"""EndpointObservability: a dashboard and the alarms that watch the measured policy (SPEC §8).
+"""EndpointObservability: a dashboard and the alarms that watch the measured policy
+(docs/production.md#deploying).
 
 - ``FirstChunkLatencyP95``: the container's own EMF metric (namespace ``TTS/Container``, metric
   ``FirstChunkLatency``, dimension ``Model``), p95 above the plan's ``first_chunk_alarm_ms`` (p95

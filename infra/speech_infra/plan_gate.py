@@ -1,4 +1,5 @@
-"""The gate: whether a model's endpoint gets autoscaling, decided from its plan artifact (SPEC §8).
+"""The gate: whether a model's endpoint gets autoscaling, decided from its plan artifact
+(docs/production.md#deploying).
 
 Autoscaling (and the observability that watches it) is synthesized only when the registry allows
 the model to scale (``max_instances > min_instances``) **and** ``{artifacts_dir}/plan-{model}.json``
@@ -166,8 +167,8 @@ def _differences(config: ModelEndpointConfig, plan: PlanArtifact, shown: str) ->
             f"{shown} was measured on slug {plan.slug!r}, but the endpoint runs "
             f"{config.instance_type}: re-measure on that instance type"
         )
-    slo = plan.inputs.get("slo_ms")
-    if isinstance(slo, int | float) and slo != config.ttfab_slo_ms:
+    slo = plan.inputs.slo_ms
+    if slo is not None and slo != config.ttfab_slo_ms:
         notes.append(
             f"{shown} was planned for SLO {slo:g} ms, registry says {config.ttfab_slo_ms:g}"
         )

@@ -1,4 +1,5 @@
-"""The models this app deploys, one :class:`ModelEndpointConfig` each (SPEC §8).
+"""The models this app deploys, one :class:`ModelEndpointConfig` each
+(docs/production.md#deploying).
 
 ``tts-bench plan`` prints a paste-ready ``"model": ModelEndpointConfig(...)`` entry for
 :data:`REGISTRY`. The registry decides *whether* a model may scale (``scaling_enabled``); the
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field
 _MODEL_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,40}[a-z0-9])?$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
-# Kokoro's weights, config and voices: what the container loads from /opt/ml/model (SPEC §7).
+# Kokoro's weights, config and voices: what the container loads from /opt/ml/model
+# (docs/container.md).
 KOKORO_FILES = ("config.json", "*.pth", "voices/*.pt")
 
 # Not yet pinned: this checkout could not reach the Hugging Face Hub to read the commit.
@@ -27,7 +29,8 @@ KOKORO_82M_REVISION = "main"
 
 @dataclass(frozen=True)
 class ModelEndpointConfig:
-    """One model's endpoint. The first ten fields are the plan's contract (SPEC §8)."""
+    """One model's endpoint. The first ten fields are the plan's contract
+    (docs/production.md#deploying)."""
 
     model_name: str
     instance_type: str

@@ -65,7 +65,8 @@ def claim(
             raise InputError(
                 f"{endpoint} is held by another run: {holder.describe()}, snapshot "
                 f"{holder.snapshot or 'not recorded'}; nothing was changed. Expected no other run "
-                f"on it: {lock_advice(holder, endpoint)}, or pass --force to take it over"
+                f"on it: {lock_advice(holder, endpoint)}, or pass --force to take it over "
+                "(docs/steps.md#the-freeze-lock)"
             )
         if left is not None:
             owner = lock_of(left, path)

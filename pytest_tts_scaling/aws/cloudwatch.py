@@ -1,4 +1,5 @@
-"""The CloudWatch join after a ladder: the server's view of each rung's in-flight count (SPEC §3).
+"""The CloudWatch join after a ladder: the server's view of each rung's in-flight count
+(docs/method.md).
 
 `AWS/SageMaker ConcurrentRequestsPerModel` (EndpointName, VariantName; 10 s, Maximum) arrives
 about two minutes late, so the join waits, bounded, until the metric covers the last window.

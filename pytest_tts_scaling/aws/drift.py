@@ -1,4 +1,4 @@
-"""drift: a read-only preflight of what is deployed for one endpoint (SPEC §4).
+"""drift: a read-only preflight of what is deployed for one endpoint (docs/steps.md#drift).
 
 Findings carry a severity: an error blocks a measurement or a promotion, a warning is printed
 and passes. No error means `preflight-ok`. Only Describe/Get calls are made here.

@@ -1,7 +1,7 @@
 """What is deployed: DescribeEndpoint → EndpointConfig → Model, reduced to the fingerprint.
 
-The slug (SPEC §5) names the instance type and the image, so artifacts measured on one
-configuration are never silently applied to another. With an inference component the model and
+The slug (docs/artifacts.md#files) names the instance type and the image, so artifacts measured on
+one configuration are never silently applied to another. With an inference component the model and
 image are the component's (DescribeInferenceComponent), the instance type its variant's.
 """
 

@@ -1,4 +1,5 @@
-"""Freeze an endpoint for a measurement and thaw it again, on every exit path (SPEC §4).
+"""Freeze an endpoint for a measurement and thaw it again, on every exit path
+(docs/steps.md#the-freeze-lock).
 
 Order matters: the snapshot file (:mod:`pytest_tts_scaling.aws.snapshot`) is written
 atomically before anything changes. Then the run claims the endpoint

@@ -1,12 +1,12 @@
 """`response-stream` on SageMaker: InvokeEndpointWithResponseStream through aioboto3.
 
-The call returns when the response headers arrive, long before audio, so TTFAB is taken at the
-first PayloadPart that carries audio bytes while the event stream is iterated (SPEC §3): every
+The call returns when the response headers arrive, long before audio, so TTFAB is taken at the first
+PayloadPart that carries audio bytes while the event stream is iterated (docs/method.md): every
 part's bytes go to `timer.body`, which skips a WAV header and ignores empty parts. A
-ModelStreamError or InternalStreamFailure mid-stream ends the request as failed with that code.
-A request that names an inference component (`--inference-component`) is sent to it with
-InferenceComponentName.
-The SDK does not retry: a retried 503 would hide a rejection and inflate TTFAB.
+ModelStreamError or InternalStreamFailure mid-stream ends the request as failed with that code. A
+request that names an inference component (`--inference-component`) is sent to it with
+InferenceComponentName. The SDK does not retry: a retried 503 would hide a rejection and inflate
+TTFAB.
 """
 
 from __future__ import annotations

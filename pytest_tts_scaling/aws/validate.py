@@ -1,4 +1,5 @@
-"""validate: every deployed scaling value against the plan artifact (SPEC §4). Read-only.
+"""validate: every deployed scaling value against the plan artifact (docs/steps.md#validate).
+Read-only.
 
 Beyond the plan's numbers, the shape of the policy the plan means is checked too: target
 tracking on the concurrency metric that never scales in (DisableScaleIn), and a step policy that

@@ -1,4 +1,4 @@
-"""`tts-bench drift`: read-only preflight of a SageMaker endpoint's scaling (SPEC §4).
+"""`tts-bench drift`: read-only preflight of a SageMaker endpoint's scaling (docs/steps.md#drift).
 
 Prints one line per finding and `preflight-ok` when none is an error. Exit 0 when ok (warnings
 included), 1 on any error, 2 on bad input.

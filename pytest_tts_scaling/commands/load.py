@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -211,11 +212,12 @@ def register(subparsers: Any) -> None:
         "scheduled by the clock, never by completions; a send that leaves late is counted.",
     )
     add_to_argparse(parser, specs_named(*FLAGS))
-    # The four ways to schedule the load exclude each other; argparse says so (exit 2).
-    modes = parser.add_mutually_exclusive_group(required=True)
+    # The four ways to schedule the load exclude each other; argparse says so (exit 2). One of
+    # them is required except of a --worker, which takes its schedule from the master.
+    modes = parser.add_mutually_exclusive_group()
     add_to_argparse(modes, tuple(spec for spec in LOAD_SPECS if spec.flag in MODES))
     add_to_argparse(parser, tuple(spec for spec in LOAD_SPECS if spec.flag not in MODES))
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=partial(run, parser=parser))
 
 
 def schedule(args: argparse.Namespace) -> tuple[str, Any, float, float | None]:
@@ -264,11 +266,13 @@ def peak_rate(times: Any) -> float:
     return float(counts.max())
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.worker:
         from pytest_tts_scaling.fleet.runner import run_worker
 
         return run_worker(args.master_host, args.master_port)
+    if all(getattr(args, flag.removeprefix("--")) is None for flag in MODES):
+        parser.error(f"one of the arguments {' '.join(MODES)} is required")
     from pytest_tts_scaling.artifacts import write_atomic
     from pytest_tts_scaling.fleet.config import LoadConfig
     from pytest_tts_scaling.fleet.report import summarize_load

@@ -1,4 +1,4 @@
-"""`tts-bench plan`: the policy from the qmax and ttotal artifacts, offline (SPEC §4 plan).
+"""`tts-bench plan`: the policy from the qmax and ttotal artifacts, offline (docs/steps.md#plan).
 
 Prints the report and the paste-ready registry entry and writes ``plan-{model}.json`` (an earlier,
 different one is kept aside under a timestamped name; the same plan again stays put). Exit 0

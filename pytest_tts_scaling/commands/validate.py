@@ -1,4 +1,5 @@
-"""`tts-bench validate`: the deployed scaling configuration against the plan artifact (SPEC §4).
+"""`tts-bench validate`: the deployed scaling configuration against the plan artifact
+(docs/steps.md#validate).
 
 One line per field with the deployed and the planned value. Exit 0 when all match, 1 on any
 mismatch, 2 on bad input (a missing or invalid plan, an endpoint that does not exist).

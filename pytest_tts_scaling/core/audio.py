@@ -166,14 +166,6 @@ def word_edits(reference: str, hypothesis: str) -> tuple[int, int]:
     return previous[-1], len(ref)
 
 
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    """Edits over the reference's words; a reference without words has 0 only for no words."""
-    edits, count = word_edits(reference, hypothesis)
-    if count == 0:
-        return 0.0 if edits == 0 else float(edits)
-    return edits / count
-
-
 def corpus_word_error_rate(pairs: Iterable[tuple[str, str]]) -> float | None:
     """WER over many (reference, hypothesis) pairs: all edits over all reference words, so a long
     text weighs by its words, not as one answer; None when the references hold no words."""

@@ -18,7 +18,8 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class Policy:
-    """The scaling policy and admission bound, in client concurrency units (SPEC §8)."""
+    """The scaling policy and admission bound, in client concurrency units
+    (docs/production.md#deploying)."""
 
     target_concurrency: float
     scale_in_concurrency: float

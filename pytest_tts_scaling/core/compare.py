@@ -192,8 +192,8 @@ def check_identity(
         if not allow_mismatch:
             raise MismatchError(
                 f"{what}: expected the same {name} (the comparison is only meaningful on the "
-                "same configuration); use a baseline measured on it, or pass "
-                "--allow-config-mismatch"
+                "same configuration, docs/artifacts.md#files); use a baseline measured on it, or "
+                "pass --allow-config-mismatch"
             )
         warnings.append(f"{what} (accepted by --allow-config-mismatch)")
     return warnings

@@ -48,7 +48,7 @@ class Decoder(Protocol):
 
 @dataclass(frozen=True)
 class ResponseFormat:
-    """How a response carries its payload (SPEC §9)."""
+    """How a response carries its payload (docs/workloads.md)."""
 
     kind: Literal["audio", "json", "sse"] = "audio"
     field: str | None = None

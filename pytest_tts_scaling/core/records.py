@@ -1,6 +1,7 @@
 """One request's measurement: the timer transports report to, and the record it becomes.
 
-TTFAB is taken where the first byte of audio samples arrives (SPEC §3): a transport hands every
+TTFAB is taken where the first byte of audio samples arrives (docs/method.md): a transport hands
+every
 body byte it reads to :meth:`StreamTimer.body`, which skips a WAV header wherever the bytes carry
 one, so no transport can mistake headers or control frames for audio.
 
@@ -208,7 +209,8 @@ class StreamTimer:
 
 @dataclass(frozen=True)
 class RequestRecord:
-    """A finished request as written to the per-request JSONL (SPEC §5) and summarized per rung."""
+    """A finished request as written to the per-request JSONL (docs/artifacts.md) and summarized
+    per rung."""
 
     request_id: str
     rung: int

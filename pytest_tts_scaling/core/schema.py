@@ -1,4 +1,4 @@
-"""The artifact contract (SPEC §5): one definition, read by the plugin, the CLI and infra.
+"""The artifact contract (docs/artifacts.md): one definition, read by the plugin, the CLI and infra.
 
 Users commit these files and CDK reads them, so fields are only ever added. The models are
 pure data (pydantic); reading and writing files lives in :mod:`pytest_tts_scaling.artifacts`.
@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 QMAX_SCHEMA: Final = "tts-scaling/qmax/1"
 TTOTAL_SCHEMA: Final = "tts-scaling/ttotal/1"
-PLAN_SCHEMA: Final = "tts-scaling/plan/1"
+PLAN_SCHEMA: Final = "tts-scaling/plan/2"
+# Plans before they stored their curve and policy; still read (their drawings recompute them).
+PLAN_SCHEMA_V1: Final = "tts-scaling/plan/1"
 
 Transport = Literal["response-stream", "bidi"]
 Verdict = Literal["ok", "warn", "stop"]
@@ -24,9 +26,10 @@ class _Model(BaseModel):
 
 
 class Summary(_Model):
-    """Distribution of one per-request metric (SPEC §3), computed by :func:`stats.summarize`.
+    """Distribution of one per-request metric (docs/method.md), computed by :func:`stats.summarize`.
 
-    SPEC §5 promises the moments and quantiles, not `count`: a summary read without one has
+    The artifact format requires the moments and quantiles, not `count`: a summary read without one
+    has
     count None (a rung fills it in from its completed requests).
     """
 
@@ -136,7 +139,8 @@ class Rung(_Model):
 
     @model_validator(mode="after")
     def _counts_from_completed(self) -> Rung:
-        """A rung read without counts (SPEC §5 does not promise them): one per completed request."""
+        """A rung read without counts (the format leaves them optional): one per completed
+        request."""
         for summary in (self.ttfab_ms, self.latency_ms):
             if summary.count is None:
                 summary.count = self.completed
@@ -295,15 +299,64 @@ class Finding(_Model):
     name: str
     verdict: Verdict
     detail: str
-    # None where there is nothing to recommend (SPEC §5 names the field, not its value).
+    # None where there is nothing to recommend (the field is required, its value is not).
     recommendation: str | None = None
 
 
+class ArtifactRef(_Model):
+    """Which artifact a plan was computed from: its file name, run and what it measured."""
+
+    file: str | None = None
+    run_id: str | None = None
+    slug: str | None = None
+    transport: str | None = None
+
+
+class PlanInputsRecord(_Model):
+    """What the plan was asked for and computed from. Every field is optional so a schema 1
+    plan's free-form inputs read into it; a plan `tts-bench plan` writes has them all."""
+
+    slo_ms: float | None = None
+    surge_ratio: float | None = None
+    peak_rps: float | None = None
+    trough_rps: float | None = None
+    min_floor: int | None = None
+    allow_config_mismatch: bool | None = None
+    qmax_artifact: ArtifactRef | None = None
+    ttotal_artifact: ArtifactRef | None = None
+
+
+class PlanCurve(_Model):
+    """The per-instance service curve the plan was decided on (client concurrency units)."""
+
+    concurrency: list[float]
+    throughput_rps: list[float]
+    ttfab_p95_ms: list[float]
+
+
+class PlanPolicy(_Model):
+    """The autoscaling policy the plan decided, as its fleet simulation ran it."""
+
+    target_concurrency: float
+    scale_in_concurrency: float
+    min_instances: int
+    max_instances: int
+    scale_out_cooldown_s: float
+    scale_in_cooldown_s: float
+    provision_s: float
+    queue_max_depth: int | None
+    period_s: float
+    scale_out_periods: int
+    scale_in_periods: int
+
+
 class PlanArtifact(_Model):
-    schema_: Literal["tts-scaling/plan/1"] = Field(alias="schema", default=PLAN_SCHEMA)
+    schema_: Literal["tts-scaling/plan/2", "tts-scaling/plan/1"] = Field(
+        alias="schema", default=PLAN_SCHEMA
+    )
     model: str
     slug: str
-    inputs: dict[str, object]
+    inputs: PlanInputsRecord
     c_scale_max: float
     c_scale_min: float
     cw_units_ratio: float
@@ -321,12 +374,17 @@ class PlanArtifact(_Model):
     findings: list[Finding]
     verdict: Verdict
     config_block: str
-    # Beyond the SPEC §5 minimum (a minimal plan has none): what the report and the registry
+    # Optional (a minimal plan has none): what the report and the registry
     # entry read, declared so nothing reads them by name.
     instance_type: str | None = None
     t_total_s: float | None = None
     knee_concurrency: float | None = None
     surge_simulation: dict[str, Any] | None = None
+    # Plan schema 2: what the plan was decided from, so a report or validate_live draws and
+    # checks it without the qmax and ttotal artifacts (None in a schema 1 plan).
+    service_curve: PlanCurve | None = None
+    policy: PlanPolicy | None = None
+    surge_instances: int | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -335,6 +393,7 @@ ARTIFACT_MODELS: dict[str, type[_Model]] = {
     QMAX_SCHEMA: QmaxArtifact,
     TTOTAL_SCHEMA: TtotalArtifact,
     PLAN_SCHEMA: PlanArtifact,
+    PLAN_SCHEMA_V1: PlanArtifact,
 }
 
 
@@ -351,7 +410,7 @@ def plan_filename(model: str) -> str:
 
 
 def slug_for(instance_type: str, image_digest: str) -> str:
-    """`ml.g5.xlarge` + `sha256:8b1b96bc…` → `g5xlarge-8b1b96bc` (SPEC §5)."""
+    """`ml.g5.xlarge` + `sha256:8b1b96bc…` → `g5xlarge-8b1b96bc` (docs/artifacts.md)."""
     kind = instance_type.removeprefix("ml.").replace(".", "")
     digest = image_digest.split(":", 1)[-1]
     return f"{kind}-{digest[:8]}"

@@ -1,4 +1,4 @@
-"""Which concurrency to measure next (SPEC §4 qmax). Pure: rungs in, the next step out.
+"""Which concurrency to measure next (docs/method.md). Pure: rungs in, the next step out.
 
 First, a rung that could not be judged is measured again, and a doubtful failure re-tested.
 Then either the given ladder is climbed (the source's method: stop after two confirmed

@@ -1,4 +1,4 @@
-"""Statistics over per-request metrics (SPEC §3). Pure: numpy in, schema models out."""
+"""Statistics over per-request metrics (docs/method.md). Pure: numpy in, schema models out."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def time_weighted_in_flight(
     """Time-weighted mean and maximum number of open intervals within a window.
 
     Each interval is (start, end) of one request; requests still open at the window's end pass
-    end = inf. This is the client-side in-flight count of SPEC §3.
+    end = inf. This is the client-side in-flight count (docs/method.md).
     """
     span = window_end - window_start
     if span <= 0:

@@ -1,4 +1,4 @@
-"""The scale-out timeline (SPEC §4 ttotal): stages from their sources, assembled. Pure.
+"""The scale-out timeline (docs/steps.md#ttotal): stages from their sources, assembled. Pure.
 
 Every stage carries where it was read from and whether it is a bound (the true moment lies at or
 before it) rather than a point. T_total = measured span (desired_set → the last stage reached) +

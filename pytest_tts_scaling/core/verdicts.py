@@ -1,4 +1,4 @@
-"""Rung verdicts and Q_max (SPEC §4 qmax). Pure: no I/O, no clock.
+"""Rung verdicts and Q_max (docs/method.md). Pure: no I/O, no clock.
 
 Goodput: every request that started in the measure window counts. One that ended without audio
 (an error, a timeout, an answer with no audio, or with audio the checks found short or silent
@@ -81,7 +81,8 @@ def failure_kind(record: RequestRecord) -> str:
 
 
 def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
-    """Why a rung cannot be judged against the SLO, or None when it can (SPEC §4)."""
+    """Why a rung cannot be judged against the SLO, or None when it can
+    (docs/method.md#a-rung-and-how-it-is-judged)."""
     window = inputs.window
     ok = [r for r in window if delivered(r)]
     rejected = sum(1 for r in window if r.status == "rejected")

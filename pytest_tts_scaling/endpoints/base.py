@@ -74,7 +74,8 @@ class Endpoint(abc.ABC):
     observed_queue_max_depth_at: str | None = None
 
     def observe_queue_max_depth(self, bound: int, where: str) -> None:
-        """Learn the admission bound from a 503 answer's body (SPEC §7), e.g. during a rung."""
+        """Learn the admission bound from a 503 answer's body (docs/container.md), e.g. during a
+        rung."""
         if self.observed_queue_max_depth is None or bound < self.observed_queue_max_depth:
             self.observed_queue_max_depth = bound
             self.observed_queue_max_depth_at = where
@@ -165,7 +166,8 @@ class LocalEndpoint(UrlEndpoint):
 
 
 def local_fingerprint(model_dir: Path | None, weights: str = "trained") -> str:
-    """sha256 over the hardware, the server's code and the model files (SPEC §5 local slug).
+    """sha256 over the hardware, the server's code and the model files (the local slug,
+    docs/artifacts.md#files).
 
     A changed model or another machine changes the slug, so a 2-core CPU run and a GPU run never
     compare silently. The trained and development models are built deterministically from the

@@ -39,6 +39,8 @@ DRAIN_S = 30.0
 # Open loop: sends that are late may still leave this long after the schedule's last time.
 LATE_GRACE_S = 30.0
 WORKERS_TIMEOUT_S = 60.0
+# A worker that has not answered its configuration is sent it again after this long.
+CONFIG_RESEND_S = 2.0
 FLUSH_EVERY_S = 1.0
 POLL_S = 0.02
 SPAWN_PER_PROCESS = 100
@@ -296,15 +298,19 @@ def _run_master(
     try:
         _wait(lambda: len(runner.clients.ready) >= workers, WORKERS_TIMEOUT_S, "workers connect")
         offsets = np.asarray(config.offsets_s, dtype=float)
-        for index, client_id in enumerate(sorted(runner.clients.keys())[:workers]):
-            mine = replace(
-                config,
-                worker_index=index,
-                worker_count=workers,
-                offsets_s=[float(t) for t in share(offsets, index, workers)],
+        configs = {
+            index: (
+                client_id,
+                replace(
+                    config,
+                    worker_index=index,
+                    worker_count=workers,
+                    offsets_s=[float(t) for t in share(offsets, index, workers)],
+                ).to_json(),
             )
-            runner.send_message("tts_config", mine.to_json(), client_id=client_id)
-        _wait(lambda: len(side.configured) >= workers, WORKERS_TIMEOUT_S, "workers configure")
+            for index, client_id in enumerate(sorted(runner.clients.keys())[:workers])
+        }
+        _configure(runner, side, configs)
         runner.start(config.users, spawn_rate=_spawn_rate(config, workers))
         _wait(lambda: runner.spawning_completed, 120, "users spawn")
         start = time.time_ns() + int(START_LEAD_S * 1e9)
@@ -328,6 +334,28 @@ def _run_master(
                 child.kill()
                 child.wait(timeout=5)
     return side.run
+
+
+def _configure(
+    runner: MasterRunner, side: MasterSide, configs: dict[int, tuple[str, dict[str, Any]]]
+) -> None:
+    """Send each worker its part until it says configured. A worker registers its handlers just
+    after it tells the master it is ready, so a config that arrives in between is dropped
+    ("Unknown message type"); on a busy host that happens, and the worker is asked again."""
+    deadline = time.monotonic() + WORKERS_TIMEOUT_S
+    while len(side.configured) < len(configs):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"tts-bench load: workers configure within {WORKERS_TIMEOUT_S:g} s")
+        for index, (client_id, data) in configs.items():
+            if index not in side.configured:
+                runner.send_message("tts_config", data, client_id=client_id)
+        _wait_up_to(lambda: len(side.configured) >= len(configs), CONFIG_RESEND_S)
+
+
+def _wait_up_to(condition: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        gevent.sleep(POLL_S)
 
 
 def run_worker(master_host: str, master_port: int) -> int:

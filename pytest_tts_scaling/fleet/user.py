@@ -263,7 +263,7 @@ class HttpStreamUser(StreamingUser, FastHttpUser):
 
 
 class WebSocketUser(StreamingUser):
-    """One WebSocket session per user; each request is one JSON text frame (SPEC §7)."""
+    """One WebSocket session per user; each request is one JSON text frame (docs/container.md)."""
 
     abstract = True
 

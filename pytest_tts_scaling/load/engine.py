@@ -38,7 +38,8 @@ REJECTION_BACKOFF_S = 0.05
 DRAIN_S = 30.0
 # How often open requests are checked for a stall.
 STALL_SCAN_S = 0.1
-# The stall bound: no byte for this long is not a slow answer but no answer (SPEC §4 health).
+# The stall bound: no byte for this long is not a slow answer but no answer
+# (docs/method.md#endpoint-health).
 STALL_FLOOR_S = 5.0
 STALL_SLO_FACTOR = 2.0
 # With more streams in flight one stream's silences grow; this many times the longest silence of a

@@ -276,7 +276,7 @@ def plan_view(
 
 
 def view_for(shown: Shown) -> View:
-    """The view of one artifact; a plan without its outcome is recomputed from its inputs."""
+    """The view of one artifact; a plan's outcome is what it stored (or, schema 1, recomputed)."""
     artifact = shown.artifact
     if isinstance(artifact, QmaxArtifact):
         return qmax_view(artifact, shown.path)
@@ -284,9 +284,9 @@ def view_for(shown: Shown) -> View:
         return ttotal_view(artifact, shown.path)
     outcome, why_not = shown.outcome, None
     if outcome is None:
-        from pytest_tts_scaling.report.plan import recompute
+        from pytest_tts_scaling.report.plan import plan_outcome
 
-        outcome, why_not = recompute(artifact, shown.path.parent)
+        outcome, why_not = plan_outcome(artifact, shown.path.parent)
     return plan_view(artifact, shown.path, outcome, why_not)
 
 

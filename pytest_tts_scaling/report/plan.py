@@ -1,7 +1,8 @@
 """What the report shows for a plan: thresholds on the measured curve and the simulated surge.
 
-A committed plan artifact holds numbers, not the curve or the simulation behind them; both are
-recomputed from the qmax and ttotal artifacts the plan names, when they lie beside it.
+A plan of schema 2 holds the curve and the policy it decided on, and is drawn from them alone. A
+schema 1 plan holds numbers only; its curve and simulation are recomputed from the qmax and
+ttotal artifacts it names, when they lie beside it.
 """
 
 from __future__ import annotations
@@ -10,22 +11,31 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
-from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan, stored_outcome
+from pytest_tts_scaling.core.schema import ArtifactRef, PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.report.plots import figure_svg, new_figure, set_title
+from pytest_tts_scaling.report.plots import figure_svg, new_figure, plot, set_title
+
+
+def plan_outcome(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, str | None]:
+    """The outcome behind a plan artifact: what it stored (schema 2), else recomputed from the
+    artifacts named in its inputs (schema 1); or why not."""
+    stored = stored_outcome(plan)
+    if stored is not None:
+        return stored, None
+    return recompute(plan, directory)
 
 
 def recompute(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, str | None]:
-    """The outcome behind a plan artifact, from the artifacts named in its inputs; or why not."""
+    """The outcome behind a schema 1 plan, from the artifacts named in its inputs; or why not."""
     from pytest_tts_scaling.artifacts import load
 
     inputs = plan.inputs
     files = {}
     for key in ("qmax_artifact", "ttotal_artifact"):
-        named = inputs.get(key)
-        name = named.get("file") if isinstance(named, dict) else None
-        if not isinstance(name, str) or not (directory / name).is_file():
+        named: ArtifactRef | None = getattr(inputs, key)
+        name = named.file if named is not None else None
+        if name is None or not (directory / name).is_file():
             return None, (
                 f"the simulated surge and the measured curve need the {key.split('_')[0]} "
                 f"artifact the plan names ({name or 'none named'}) beside it in {directory}"
@@ -36,12 +46,12 @@ def recompute(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, 
             load(files["qmax_artifact"], QmaxArtifact),
             load(files["ttotal_artifact"], TtotalArtifact),
             PlanInputs(
-                peak_rps=_number(inputs.get("peak_rps")),
-                trough_rps=_number(inputs.get("trough_rps")) or 0.0,
-                min_floor=int(_number(inputs.get("min_floor")) or 1),
-                surge_ratio=_number(inputs.get("surge_ratio")) or 1.25,
-                slo_ms=_number(inputs.get("slo_ms")),
-                allow_config_mismatch=bool(inputs.get("allow_config_mismatch")),
+                peak_rps=inputs.peak_rps,
+                trough_rps=inputs.trough_rps or 0.0,
+                min_floor=inputs.min_floor or 1,
+                surge_ratio=inputs.surge_ratio or 1.25,
+                slo_ms=inputs.slo_ms,
+                allow_config_mismatch=bool(inputs.allow_config_mismatch),
                 qmax_name=files["qmax_artifact"].name,
                 ttotal_name=files["ttotal_artifact"].name,
             ),
@@ -56,10 +66,7 @@ def recompute(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, 
     return outcome, None
 
 
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
+@plot
 def thresholds_svg(outcome: PlanOutcome) -> str:
     """The measured per-instance curve with the plan's thresholds, knee and admission bound."""
     plan, curve = outcome.artifact, outcome.curve
@@ -72,7 +79,7 @@ def thresholds_svg(outcome: PlanOutcome) -> str:
     ax.set_ylim(bottom=0)
     twin = ax.twinx()
     twin.plot(curve.concurrency, curve.ttfab_p95_ms, "s--", color="tab:blue", label="p95 TTFAB")
-    slo = _number(plan.inputs.get("slo_ms"))
+    slo = plan.inputs.slo_ms
     if slo:
         twin.axhline(slo, color="tab:red", linestyle=":", label=f"SLO {slo:g} ms")
     twin.set_ylabel("p95 TTFAB (ms)", color="tab:blue")
@@ -106,6 +113,7 @@ def thresholds_svg(outcome: PlanOutcome) -> str:
     return figure_svg(fig)
 
 
+@plot
 def surge_svg(outcome: PlanOutcome) -> str:
     """Arrivals against capacity and shed requests, in flight per instance, p95 TTFAB."""
     run, plan = outcome.surge, outcome.artifact
@@ -119,7 +127,7 @@ def surge_svg(outcome: PlanOutcome) -> str:
     load.legend(loc="upper left", fontsize="small")
     set_title(
         load,
-        f"simulated surge x{plan.inputs.get('surge_ratio')} over T_total "
+        f"simulated surge x{plan.inputs.surge_ratio} over T_total "
         f"{plan.t_total_s if plan.t_total_s is not None else float('nan'):g} s from "
         f"{outcome.surge_instances} "
         f"instances: {plan.model} on {plan.slug}",

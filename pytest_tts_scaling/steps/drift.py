@@ -1,4 +1,5 @@
-"""The drift step (SPEC §4): read-only preflight of a deployed endpoint, for both front doors.
+"""The drift step (docs/steps.md#drift): read-only preflight of a deployed endpoint, for both front
+doors.
 
 `tts-bench drift` and `pytest -m drift` call :func:`run_drift_step`; validate and thaw reuse
 :func:`deployed_endpoint` and :func:`plan_for`, so the three name a missing endpoint or plan alike.

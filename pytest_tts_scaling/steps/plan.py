@@ -1,4 +1,4 @@
-"""The plan step (SPEC §4 plan): the policy from the qmax and ttotal artifacts, offline.
+"""The plan step (docs/steps.md#plan): the policy from the qmax and ttotal artifacts, offline.
 
 `tts-bench plan` and `pytest -m plan` both call :func:`run_plan`: read the two artifacts, derive
 the plan (core/plan, pure), write ``plan-{model}.json`` keeping an earlier, different one aside.

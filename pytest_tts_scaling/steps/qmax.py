@@ -94,16 +94,17 @@ def git_commit() -> str | None:
 
 
 def check_admission_bound(endpoint: Endpoint, top_rung: int | None, allow: bool) -> None:
-    """Refuse a ladder that climbs above the container's admission bound (SPEC §4), whether
-    it was deployed (QUEUE_MAX_DEPTH) or named by the endpoint's own 503 answers. The search
-    (no ladder, `top_rung` None) is not refused: it stops below the bound (:func:`search_top`)."""
+    """Refuse a ladder that climbs above the container's admission bound, whether it was
+    deployed (QUEUE_MAX_DEPTH) or named by the endpoint's own 503 answers. The search (no
+    ladder, `top_rung` None) is not refused: it stops below the bound (:func:`search_top`)."""
     bound = endpoint.queue_max_depth
     if top_rung is not None and bound is not None and bound < top_rung and not allow:
         raise InputError(
             f"the admission bound of {endpoint.name} is {bound} ({endpoint.queue_max_depth_source})"
             f", below the top rung {top_rung}: rungs above it would only measure the admission "
             f"gate; expected a bound >= {top_rung} (redeploy unbounded, lower "
-            f"{both_flags('--ladder')}, or pass {both_flags('--allow-shallow-queue')})"
+            f"{both_flags('--ladder')}, or pass {both_flags('--allow-shallow-queue')}; "
+            "docs/method.md#the-admission-bound)"
         )
 
 

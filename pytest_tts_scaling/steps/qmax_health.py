@@ -1,9 +1,10 @@
 """Is the endpoint there at all? One real request of the workload before the ladder (two, when
 the first paid a cold start).
 
-A refused connection, an error on every answer or silence is not a latency to hold against the
-SLO: it ends the run at once with one line naming the endpoint and what was seen (SPEC §4). The
-same probe runs again when a rung hears nothing, to tell a dead endpoint from a slow one.
+A refused connection, an error on every answer or silence is not a latency to hold against the SLO:
+it ends the run at once with one line naming the endpoint and what was seen
+(docs/method.md#endpoint-health). The same probe runs again when a rung hears nothing, to tell a
+dead endpoint from a slow one.
 """
 
 from __future__ import annotations

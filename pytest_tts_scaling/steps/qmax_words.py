@@ -31,7 +31,7 @@ def client_saturation_lines(rungs: list[Rung]) -> list[str]:
         f"qmax: the load client could not keep time at N={first.concurrency} (event-loop lag "
         f"p99 {client.worst_lag_p99_ms or 0:.0f} ms > {client.lag_bound_ms or 0:.0f} ms, CPU "
         f"{(client.cpu_share or 0) * 100:.0f}%); it kept time up to {kept}: measure higher "
-        "concurrency from more client processes"
+        "concurrency from more client processes (docs/method.md#the-clients-clock)"
     ]
 
 

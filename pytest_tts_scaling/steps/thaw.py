@@ -1,4 +1,5 @@
-"""The thaw step: restore an endpoint a hard-killed qmax/ttotal run left frozen (SPEC §4).
+"""The thaw step: restore an endpoint a hard-killed qmax/ttotal run left frozen
+(docs/steps.md#thaw).
 
 Only `tts-bench thaw` runs it (a killed pytest run is thawed from the command line); the
 endpoint rule is drift's, so a missing `--endpoint` reads the same in every step.

@@ -1,4 +1,5 @@
-"""ttotal on SageMaker: force one more instance under a freeze and time every stage (SPEC §4).
+"""ttotal on SageMaker: force one more instance under a freeze and time every stage
+(docs/steps.md#ttotal).
 
 The endpoint is frozen (scaling suspended, one instance), a closed-loop probe runs at a rung the
 qmax artifact measured, and after the warm-up UpdateEndpointWeightsAndCapacities asks for one

@@ -1,4 +1,5 @@
-"""The validate step (SPEC §4): the deployed scaling configuration against the plan, field by field.
+"""The validate step (docs/steps.md#validate): the deployed scaling configuration against the plan,
+field by field.
 
 `tts-bench validate` prints every check and exits by :func:`verdict_line`'s verdict;
 `pytest -m validate` makes each check a test case.

@@ -193,7 +193,6 @@ def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
     assert plan.surge_simulation is not None
     assert plan.t_total_s is not None
     surge: dict[str, Any] = plan.surge_simulation
-    inputs: dict[str, Any] = plan.inputs
     return live_traffic(
         policy=outcome.policy,
         per_instance_rps=plan.per_instance_rps_at_c_scale_max,
@@ -201,7 +200,7 @@ def traffic_for(outcome: PlanOutcome, time_scale: float) -> LiveTraffic:
         surge_ratio=float(surge["end_rps"]) / float(surge["start_rps"]),
         t_total_s=plan.t_total_s,
         initial_instances=outcome.surge_instances,
-        trough_rps=float(inputs.get("trough_rps") or 0.0),
+        trough_rps=plan.inputs.trough_rps or 0.0,
         time_scale=time_scale,
     )
 
@@ -335,11 +334,12 @@ def deployed_run(options: RunOptions, workdir: Path, progress: Progress) -> Live
 
 
 def deployed_plan(options: RunOptions, progress: Progress) -> PlanOutcome:
-    """The plan behind the deployment, recomputed from the artifacts it names (the traffic and
-    the prediction need its curve and policy, which the plan file does not hold)."""
+    """The plan behind the deployment: its curve and policy as it stored them (the traffic and
+    the prediction need both); a schema 1 plan, which holds neither, from the artifacts it
+    names."""
     from pytest_tts_scaling.artifacts import load
     from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
-    from pytest_tts_scaling.report.plan import recompute
+    from pytest_tts_scaling.report.plan import plan_outcome
 
     path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
     if not path.is_file():
@@ -347,7 +347,7 @@ def deployed_plan(options: RunOptions, progress: Progress) -> PlanOutcome:
             f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
             f"writes it to the artifacts directory; or {both_flags('--plan-artifact')} FILE)"
         )
-    outcome, why = recompute(load(path, PlanArtifact), path.parent)
+    outcome, why = plan_outcome(load(path, PlanArtifact), path.parent)
     if outcome is None:
         raise InputError(f"{path}: {why}")
     if why:

@@ -257,6 +257,16 @@ def test_snapshot_round_trips(tmp_path: Path) -> None:
     assert read_snapshot(path) == snapshot
 
 
+def _described(name: str, status: str, instances: int) -> dict[str, object]:
+    """DescribeEndpoint's answer for a one-variant endpoint settled at `instances`."""
+    variant = {
+        "VariantName": "AllTraffic",
+        "CurrentInstanceCount": instances,
+        "DesiredInstanceCount": instances,
+    }
+    return {"EndpointName": name, "EndpointStatus": status, "ProductionVariants": [variant]}
+
+
 class UpdatingSageMaker:
     """A SageMaker that stays `Updating` for a number of DescribeEndpoint calls."""
 
@@ -268,17 +278,7 @@ class UpdatingSageMaker:
     def describe_endpoint(self, EndpointName: str) -> dict[str, object]:
         self.updating_for -= 1
         status = "Updating" if self.updating_for >= 0 else "InService"
-        return {
-            "EndpointName": EndpointName,
-            "EndpointStatus": status,
-            "ProductionVariants": [
-                {
-                    "VariantName": "AllTraffic",
-                    "CurrentInstanceCount": self.desired,
-                    "DesiredInstanceCount": self.desired,
-                }
-            ],
-        }
+        return _described(EndpointName, status, self.desired)
 
     def update_endpoint_weights_and_capacities(self, **kwargs: object) -> None:
         capacities = kwargs["DesiredWeightsAndCapacities"]
@@ -402,17 +402,7 @@ class RaisingTarget:
         status = self.pending.pop(0) if self.pending else "InService"
         if status == "Updating" and not self.pending:
             self.desired = int(self.target["MinCapacity"])  # type: ignore[call-overload]
-        return {
-            "EndpointName": EndpointName,
-            "EndpointStatus": status,
-            "ProductionVariants": [
-                {
-                    "VariantName": "AllTraffic",
-                    "CurrentInstanceCount": self.desired,
-                    "DesiredInstanceCount": self.desired,
-                }
-            ],
-        }
+        return _described(EndpointName, status, self.desired)
 
     def update_endpoint_weights_and_capacities(self, **kwargs: Any) -> None:
         if self.pending:

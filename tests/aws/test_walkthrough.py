@@ -1,11 +1,11 @@
-"""README "From laptop to production", step by step against moto, with the commands as printed.
+"""docs/production.md's walk-through, step by step against moto, with the commands as printed.
 
-The commands are read from README.md (the walk-through's `tts-bench …` spans and the promotion
-gate's block), so the test breaks when the README drifts from the tool. What the README leaves to
-the user is filled in: the SLUG and `…` of artifact paths (the one file the earlier step wrote),
-the peak and trough rates, and a short ladder for qmax. `speech-infra deploy` is CDK, so moto gets
-the endpoint the way the other AWS tests build it (aws_helpers.deploy): first without scaling,
-then with the plan's policy. The SageMaker runtime is the event-stream stand-in.
+The commands are read from the pages (the walk-through's `tts-bench …` spans and the promotion
+gate's block in docs/ci.md), so the test breaks when the docs drift from the tool. What the page
+leaves to the user is filled in: the SLUG and `…` of artifact paths (the one file the earlier step
+wrote), the peak and trough rates, and a short ladder for qmax. `speech-infra deploy` is CDK, so
+moto gets the endpoint the way the other AWS tests build it (aws_helpers.deploy): first without
+scaling, then with the plan's policy. The SageMaker runtime is the event-stream stand-in.
 
 ttotal runs through `tts-bench ttotal` in this process rather than as a console script: moto
 applies a capacity change at once and writes no instance logs, so SageMaker's side of the
@@ -55,7 +55,8 @@ from tests.aws.provisioning import Provisioning, existing_instance_log
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+PRODUCTION = ROOT / "docs" / "production.md"
+CI_PAGE = ROOT / "docs" / "ci.md"
 ENDPOINT = "speech-kokoro-82m"
 PCM = b"\x01\x00" * 2400  # 0.1 s at 24 kHz
 # qmax: first audio after 100 ms. ttotal: one instance overloaded, then the load shared.
@@ -81,7 +82,7 @@ def section(text: str, heading: str) -> str:
 
 def walkthrough_commands() -> dict[str, list[str]]:
     """Each `tts-bench SUBCOMMAND …` of the walk-through's numbered steps, first per subcommand."""
-    text = section(README.read_text(encoding="utf-8"), "## From laptop to production")
+    text = section(PRODUCTION.read_text(encoding="utf-8"), "## The walk-through")
     steps = text[text.index("\n1. ") :]
     commands: dict[str, list[str]] = {}
     for span in re.findall(r"`(tts-bench [^`]+)`", steps):
@@ -91,13 +92,13 @@ def walkthrough_commands() -> dict[str, list[str]]:
 
 
 def gate_command() -> list[str]:
-    gate = section(README.read_text(encoding="utf-8"), "## Promotion gate")
+    gate = section(CI_PAGE.read_text(encoding="utf-8"), "## Promotion gate")
     [block] = re.findall(r"```bash\n(.*?)```", gate, flags=re.DOTALL)
     return shlex.split(block.replace("\\\n", " "))
 
 
 def filled(words: list[str], cwd: Path, given: dict[str, str]) -> list[str]:
-    """The README's placeholders filled: a path with `…` or SLUG is the one file it matches."""
+    """The page's placeholders filled: a path with `…` or SLUG is the one file it matches."""
     out: list[str] = []
     for word in words:
         if out and out[-1] in given:
@@ -147,7 +148,7 @@ def cloudwatch_feed(runtime: EventStreamServer) -> Iterator[None]:
 
 @pytest.fixture
 def fixed_name(aws_env: dict[str, str]) -> Iterator[str]:
-    """The README's endpoint name, with nothing left from another test or session."""
+    """The page's endpoint name, with nothing left from another test or session."""
 
     def clean() -> None:
         teardown(ENDPOINT)
@@ -190,7 +191,7 @@ def test_the_walkthrough_runs_as_printed_against_moto(
     assert drift.returncode == 0, drift.stdout + drift.stderr
     assert drift.stdout.splitlines()[-1] == "preflight-ok"
 
-    # 3. Q_max on staging (a short ladder; the README's default is the adaptive search).
+    # 3. Q_max on staging (a short ladder; the page's default is the adaptive search).
     qmax_run = bench(env, tmp_path, [*filled(commands["qmax"], tmp_path, {}), *SHORT_LADDER])
     assert qmax_run.returncode == 0, qmax_run.stdout + qmax_run.stderr
     qmax_path = one(reports, "qmax-kokoro-82m-response-stream-g4dnxlarge-8b1b96bc.json")
@@ -201,7 +202,7 @@ def test_the_walkthrough_runs_as_printed_against_moto(
     assert [r.concurrency for r in qmax.rungs if r.usable] == [1, 2]
     assert desired_count(fixed_name) == 1  # restored after the freeze
 
-    # 4. T_total: the README's command, SageMaker's provisioning played in a fake clock.
+    # 4. T_total: the page's command, SageMaker's provisioning played in a fake clock.
     clock = FakeClock()
     clock.start = clock.start.replace(microsecond=0)  # log timestamps are in ms
     clients = AwsClients(clock=clock.clock())

@@ -1,4 +1,4 @@
-"""The deploy policy the README points to covers the roles CDK's default synthesizer assumes,
+"""The deploy policy docs/iam.md shows covers the roles CDK's default synthesizer assumes,
 in whichever partition the account is (the file names it `${AWS::Partition}`)."""
 
 from __future__ import annotations
@@ -67,5 +67,5 @@ def test_deployer_reads_the_bootstrap_version_and_nothing_else() -> None:
     assert actions == {"sts:AssumeRole", "ssm:GetParameter"}
 
 
-def test_readme_names_the_deployer_policy() -> None:
-    assert "infra/iam/deployer.json" in (ROOT / "README.md").read_text()
+def test_the_iam_page_shows_the_deployer_policy() -> None:
+    assert '--8<-- "infra/iam/deployer.json"' in (ROOT / "docs" / "iam.md").read_text()

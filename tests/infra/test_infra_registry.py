@@ -1,4 +1,5 @@
-"""The registry: ModelEndpointConfig's contract and its validation (SPEC §8)."""
+"""The registry: ModelEndpointConfig's contract and its validation
+(docs/production.md#deploying)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""SPEC §5 says "at least these fields": artifacts with exactly those plan and synthesize.
+"""Artifacts with only the required fields of the format (docs/artifacts.md) plan and synthesize.
 
-The source example's qmax and ttotal artifacts are cut down to the fields SPEC §5 lists (no
+The source example's qmax and ttotal artifacts are cut down to the format's required fields (no
 `count` in any summary), planned with `tts-bench plan`, and the plan, cut down the same way with
 every recommendation null, is synthesized. A plan that lacks a promised field fails synthesis
 in one line naming the file and the field.
@@ -21,7 +21,7 @@ SOURCE = Path(__file__).resolve().parents[2] / "reports" / "examples" / "source"
 QMAX = SOURCE / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"
 TTOTAL = SOURCE / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"
 
-# The fields SPEC §5 promises, and nothing more.
+# The format's required fields, and nothing more.
 SUMMARY = ("mean", "min", "max", "std", "p50", "p90", "p95", "p99")
 RUNG = (
     "concurrency", "usable", "unusable_reason", "meets_slo", "completed", "rejected",
@@ -89,7 +89,7 @@ def write(path: Path, raw: dict[str, Any]) -> Path:
 
 @pytest.fixture(scope="module")
 def minimal_reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """reports/ holding a SPEC-minimal plan, planned from SPEC-minimal qmax and ttotal."""
+    """reports/ holding a minimal plan, planned from minimal qmax and ttotal."""
     inputs = tmp_path_factory.mktemp("minimal-inputs")
     qmax = write(inputs / QMAX.name, minimal_qmax(json.loads(QMAX.read_text())))
     ttotal = write(inputs / TTOTAL.name, minimal_ttotal(json.loads(TTOTAL.read_text())))

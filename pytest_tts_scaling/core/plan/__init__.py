@@ -1,4 +1,5 @@
-"""The plan (SPEC §4): thresholds, cooldowns, fleet size and findings from the two measurements.
+"""The plan (docs/steps.md#plan): thresholds, cooldowns, fleet size and findings from the two
+measurements.
 
 Pure: a qmax artifact, a ttotal artifact and the operator's inputs in, a :class:`PlanArtifact`
 out; no I/O, no clock, no randomness, so the same inputs give the same bytes. Refusals raise
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -63,6 +64,8 @@ from pytest_tts_scaling.core.plan.render import config_block, inputs_record, rep
 from pytest_tts_scaling.core.schema import (
     Finding,
     PlanArtifact,
+    PlanCurve,
+    PlanPolicy,
     QmaxArtifact,
     TtotalArtifact,
     Verdict,
@@ -84,7 +87,8 @@ class PlanOutcome:
 
 
 def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs) -> PlanOutcome:
-    """Every SPEC §4 plan quantity, the findings and the verdict. Raises InputError subclasses."""
+    """Every plan quantity (docs/steps.md#plan), the findings and the verdict. Raises InputError
+    subclasses."""
     check_inputs(qmax, ttotal, inputs)
     # Established by check_inputs:
     assert qmax.q_max is not None
@@ -198,13 +202,47 @@ def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
 
 
 def _extras(f: Facts) -> dict[str, Any]:
-    """Fields beyond the SPEC §5 minimum: what the report and the config block need."""
+    """The plan's optional fields: what the report and the config block need."""
     return {
         "instance_type": f.qmax.deployed_config.instance_type,
         "t_total_s": f.ttotal.t_total_s,
         "knee_concurrency": knee_concurrency(f.curve),
         "surge_simulation": surge_record(f),
+        "service_curve": PlanCurve(
+            concurrency=list(f.curve.concurrency),
+            throughput_rps=list(f.curve.throughput_rps),
+            ttfab_p95_ms=list(f.curve.ttfab_p95_ms),
+        ),
+        "policy": PlanPolicy(**asdict(f.policy)),
     }
+
+
+def stored_outcome(plan: PlanArtifact) -> PlanOutcome | None:
+    """What a schema 2 plan decided, read from it: its curve and policy as stored, and its surge
+    run again from them (the simulation is deterministic), without the qmax or ttotal artifact.
+    None for a plan that does not hold them (schema 1)."""
+    stored, decided, surge = plan.service_curve, plan.policy, plan.surge_simulation or {}
+    peak_rps, ratio, slo_ms = plan.inputs.peak_rps, plan.inputs.surge_ratio, plan.inputs.slo_ms
+    start = surge.get("start_instances")
+    if stored is None or decided is None or plan.t_total_s is None or not isinstance(start, int):
+        return None
+    if peak_rps is None or ratio is None or slo_ms is None:
+        return None
+    curve = ServiceCurve(
+        tuple(stored.concurrency), tuple(stored.throughput_rps), tuple(stored.ttfab_p95_ms)
+    )
+    policy = Policy(**{name: getattr(decided, name) for name in PlanPolicy.model_fields})
+    t_total = plan.t_total_s
+    run = simulate(
+        surge_trace(
+            peak_rps / ratio, ratio, lead_s=SURGE_LEAD_S, ramp_s=t_total, hold_s=2 * t_total
+        ),
+        curve=curve,
+        policy=policy,
+        slo_ms=slo_ms,
+        initial_instances=start,
+    )
+    return PlanOutcome(plan, curve, policy, run, SURGE_LEAD_S, start)
 
 
 def overall_verdict(findings: Sequence[Finding]) -> Verdict:
@@ -244,4 +282,5 @@ __all__ = [
     "knee_concurrency",
     "overall_verdict",
     "report_lines",
+    "stored_outcome",
 ]

@@ -18,10 +18,11 @@ if TYPE_CHECKING:
     from pytest_tts_scaling.options import RunOptions
 
 
-# SageMaker ends an invocation after 60 s (SPEC §10).
+# SageMaker ends an invocation after 60 s.
 INVOCATION_LIMIT_S = 60.0
 # Target tracking on the high-resolution metric: 10-s periods, 3 above target to scale out; the
-# step policy's scale-in alarm: 3 periods at or below the threshold (SPEC §4, §8).
+# step policy's scale-in alarm: 3 periods at or below the threshold (docs/steps.md,
+# docs/production.md#deploying).
 ALARM_PERIOD_S = 10.0
 ALARM_PERIODS = 3
 # Throughput within this share of the highest measured has stopped growing (the knee).
@@ -40,7 +41,7 @@ RATIO_SPREAD = 0.20
 
 @dataclass(frozen=True)
 class PlanInputs:
-    """The operator's choices (SPEC §4 plan) and where the two artifacts came from."""
+    """The operator's choices (docs/steps.md#plan) and where the two artifacts came from."""
 
     peak_rps: float | None
     trough_rps: float = 0.0

@@ -3,32 +3,38 @@
 from __future__ import annotations
 
 from pytest_tts_scaling.core.plan.inputs import PlanInputs
-from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.schema import (
+    ArtifactRef,
+    PlanArtifact,
+    PlanInputsRecord,
+    QmaxArtifact,
+    TtotalArtifact,
+)
 
 
 def inputs_record(
     qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs
-) -> dict[str, object]:
-    return {
-        "slo_ms": qmax.slo_ms,
-        "surge_ratio": float(inputs.surge_ratio),
-        "peak_rps": float(inputs.peak_rps or 0.0),
-        "trough_rps": float(inputs.trough_rps),
-        "min_floor": int(inputs.min_floor),
-        "allow_config_mismatch": inputs.allow_config_mismatch,
-        "qmax_artifact": {
-            "file": inputs.qmax_name,
-            "run_id": qmax.provenance.run_id,
-            "slug": qmax.slug,
-            "transport": qmax.transport,
-        },
-        "ttotal_artifact": {
-            "file": inputs.ttotal_name,
-            "run_id": ttotal.provenance.run_id,
-            "slug": ttotal.slug,
-            "transport": ttotal.transport,
-        },
-    }
+) -> PlanInputsRecord:
+    return PlanInputsRecord(
+        slo_ms=qmax.slo_ms,
+        surge_ratio=float(inputs.surge_ratio),
+        peak_rps=float(inputs.peak_rps or 0.0),
+        trough_rps=float(inputs.trough_rps),
+        min_floor=int(inputs.min_floor),
+        allow_config_mismatch=inputs.allow_config_mismatch,
+        qmax_artifact=ArtifactRef(
+            file=inputs.qmax_name,
+            run_id=qmax.provenance.run_id,
+            slug=qmax.slug,
+            transport=qmax.transport,
+        ),
+        ttotal_artifact=ArtifactRef(
+            file=inputs.ttotal_name,
+            run_id=ttotal.provenance.run_id,
+            slug=ttotal.slug,
+            transport=ttotal.transport,
+        ),
+    )
 
 
 def _whole_or_float(value: float) -> str:
@@ -37,7 +43,7 @@ def _whole_or_float(value: float) -> str:
 
 def config_block(plan: PlanArtifact, inputs: PlanInputs) -> str:
     """The paste-ready registry entry (infra/speech_infra/registry.py)."""
-    slo = plan.inputs.get("slo_ms")
+    slo = plan.inputs.slo_ms
     ratio = repr(float(plan.cw_units_ratio))
     lines = [
         f'"{plan.model}": ModelEndpointConfig(',
@@ -83,15 +89,14 @@ def report_lines(plan: PlanArtifact) -> list[str]:
         ("per_instance_rps_at_c_scale_max", f"{plan.per_instance_rps_at_c_scale_max:g}"),
         (
             "min_instances",
-            f"{plan.min_instances} (trough {inputs.get('trough_rps')} rps, "
-            f"floor {inputs.get('min_floor')})",
+            f"{plan.min_instances} (trough {inputs.trough_rps} rps, floor {inputs.min_floor})",
         ),
-        ("max_instances", f"{plan.max_instances} (peak {inputs.get('peak_rps')} rps)"),
+        ("max_instances", f"{plan.max_instances} (peak {inputs.peak_rps} rps)"),
         ("min_safe_instances", f"{plan.min_safe_instances}"),
     ]
     lines = [
-        f"plan for {plan.model} on {plan.slug}: SLO {inputs.get('slo_ms')} ms, surge ratio "
-        f"{inputs.get('surge_ratio')}",
+        f"plan for {plan.model} on {plan.slug}: SLO {inputs.slo_ms} ms, surge ratio "
+        f"{inputs.surge_ratio}",
         *(f"{name:<{width}}: {value}" for name, value in rows),
         "findings:",
     ]

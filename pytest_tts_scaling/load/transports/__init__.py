@@ -76,7 +76,8 @@ def error_outcome(http_status: int, body: bytes) -> tuple[RequestStatus, str]:
 
 
 def admission_bound(body: bytes) -> int | None:
-    """`max_queue_depth` from an admission gate's 503 body (SPEC §7), None if it names none."""
+    """`max_queue_depth` from an admission gate's 503 body (docs/container.md), None if it names
+    none."""
     bound = _json_object(body).get("max_queue_depth")
     return bound if isinstance(bound, int) and not isinstance(bound, bool) and bound >= 0 else None
 
