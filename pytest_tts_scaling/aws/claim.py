@@ -26,8 +26,8 @@ from pytest_tts_scaling.aws.snapshot import (
     thaw_command,
     with_originals,
 )
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import ArtifactError, InputError
-from pytest_tts_scaling.spelling import both_flags
 
 Log = Callable[[str], None]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from pytest_tts_scaling.aws.clients import aws_errors, error_code
 from pytest_tts_scaling.core.schema import DeployedConfig, slug_for
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.spelling import both_flags
 
 
 class EndpointNotFound(InputError):

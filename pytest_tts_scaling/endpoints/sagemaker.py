@@ -21,11 +21,11 @@ from pytest_tts_scaling.aws.fingerprint import (
 )
 from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.transports import Transport
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.spelling import both_flags
 
 Log = Callable[[str], None]
 

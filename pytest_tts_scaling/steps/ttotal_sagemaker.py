@@ -42,6 +42,7 @@ from pytest_tts_scaling.aws.stages import (
     log_group,
 )
 from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.timeline import (
     CONTAINER_MARKERS,
     Event,
@@ -51,7 +52,6 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
 
 if TYPE_CHECKING:
