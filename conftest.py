@@ -29,6 +29,7 @@ E2E_MODULES = frozenset(
         "tests/test_fleet_validate_live.py",
         "tests/test_local_e2e.py",
         "tests/test_report_browser.py",
+        "tests/test_wheel_install.py",
     }
 )
 

@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.errors import ToolError
+from pytest_tts_scaling.optional import missing_extra
 
 COMMANDS = (
     "qmax",
@@ -70,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ToolError as exc:
         print(f"tts-bench {getattr(args, 'command', '')}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:
+        if (missing := missing_extra(exc)) is None:
+            raise
+        print(f"tts-bench {getattr(args, 'command', '')}: error: {missing}", file=sys.stderr)
+        return missing.exit_code
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     except KeyboardInterrupt as exc:

@@ -15,6 +15,7 @@ from typing import NoReturn
 import pytest
 
 from pytest_tts_scaling.errors import ToolError
+from pytest_tts_scaling.optional import missing_extra
 
 
 class InconclusiveWarning(UserWarning):
@@ -36,6 +37,10 @@ def one_line(step: str, summary: list[str], what: str = "error") -> Iterator[Non
         yield
     except ToolError as exc:
         message = f"{what}: {exc}"
+    except ModuleNotFoundError as exc:
+        if (missing := missing_extra(exc)) is None:
+            raise
+        message = f"{what}: {missing}"
     else:
         return
     fail(step, message, summary)  # outside the handler: no chained traceback

@@ -19,7 +19,7 @@ from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.core.schema import TtotalArtifact
+    from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
     from pytest_tts_scaling.endpoints.base import Endpoint
     from pytest_tts_scaling.report.extras import ReportExtras
     from pytest_tts_scaling.steps.qmax import LadderResult
@@ -74,8 +74,10 @@ def tts_endpoint(
     """The endpoint under measurement; for the local default, a server started for the session."""
     from pytest_tts_scaling.endpoints.factory import open_endpoint
 
-    opened = open_endpoint(tts_options, log=tts_progress)
-    with one_line("endpoint", tts_summary), opened as endpoint:
+    with (
+        one_line("endpoint", tts_summary),
+        open_endpoint(tts_options, log=tts_progress) as endpoint,
+    ):
         yield endpoint
 
 
@@ -109,6 +111,25 @@ def tts_ladder(
         result = run_ladder(endpoint, tts_settings, progress=tts_progress)
     tts_summary.extend(result.summary_lines())
     return result
+
+
+@pytest.fixture(scope="session")
+def tts_qmax(tts_ladder: LadderResult) -> QmaxArtifact:
+    """The measured qmax artifact, for a gate of the user's own: `tts_qmax.q_max`, its rungs."""
+    return tts_ladder.artifact
+
+
+@pytest.fixture(scope="session")
+def tts_plan(tts_options: RunOptions, tts_summary: list[str]) -> PlanArtifact:
+    """The plan from --tts-qmax-artifact and --tts-ttotal-artifact, written where
+    `tts-bench plan` writes it, for a gate of the user's own: thresholds, fleet size, findings.
+    (The packaged plan scenario plans inside its test, so a refused input is its failure.)"""
+    from pytest_tts_scaling.steps.plan import run_plan
+
+    with one_line("plan", tts_summary):
+        result = run_plan(tts_options)
+    tts_summary.extend(f"plan: {line}" for line in result.kept)
+    return result.plan
 
 
 @pytest.fixture(scope="session")

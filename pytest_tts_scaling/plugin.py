@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Generator
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in STEP_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
+    refuse_a_spaced_scenario_path(config.invocation_params.args)
     values = {spec.dest: config.getoption(spec.dest) for spec in OPTION_SPECS}
     try:
         options = RunOptions.from_namespace(
@@ -55,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[OPTIONS_KEY] = options
     config.stash[SUMMARY_KEY] = []
+    narrow_to_the_steps_files(config)
     config.pluginmanager.register(fixtures, "tts_scaling_fixtures")
     config.pluginmanager.register(SignalExit(), "tts_scaling_signal_exit")
     config.pluginmanager.register(ShownOnce(), "tts_scaling_shown_once")
@@ -80,9 +84,55 @@ def is_measurement(item: pytest.Item) -> bool:
     return any(name in fixtures.PUBLIC for name in getattr(item, "fixturenames", ()))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without -m, measurement scenarios are left out: they need an endpoint."""
+def refuse_a_spaced_scenario_path(args: tuple[str, ...]) -> None:
+    """`--tts-scenario /path/x.toml` with a space: pytest has already read the path as where to
+    look for tests and its rootdir (plugin options are unknown when it decides), dropping the
+    project's configuration. `--tts-scenario=/path/x.toml` is read as the option's value only;
+    a NAME, or a file in the current folder, leaves the rootdir where it was."""
+    for flag, value in pairwise(args):
+        if flag == "--tts-scenario" and os.sep in value:
+            raise pytest.UsageError(
+                f"--tts-scenario {value}: expected --tts-scenario={value} (with '='): a path "
+                "after a space is taken by pytest as the tests' location and rootdir"
+            )
+
+
+def selected_steps(config: pytest.Config) -> list[str]:
+    """The steps `-m` asks for, when it names nothing but steps (`qmax`, `drift or plan`)."""
+    expression = config.getoption("markexpr") or ""
+    names = re.findall(r"[A-Za-z_]\w*", expression)
+    if not names or "not" in names:
+        return []
+    steps = [name for name in names if name not in ("and", "or")]
+    return steps if set(steps) <= STEP_MARKERS.keys() else []
+
+
+def narrow_to_the_steps_files(config: pytest.Config) -> None:
+    """`pytest -m qmax` in a project with its own scenarios/test_qmax.py collects that file only,
+    not the whole suite (this repository's 1,000 tests cost seconds before the probe starts).
+    Paths given on the command line are collected as given."""
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        return
+    files = [config.rootpath / "scenarios" / f"test_{step}.py" for step in selected_steps(config)]
+    if files and all(path.is_file() for path in files):
+        config.args = [str(path) for path in files]
+
+
+def project_markers(config: pytest.Config) -> set[str]:
+    """Markers the project declares itself (its ini's `markers`), not the plugin's lines."""
+    ours = {f"{name}: {text}" for name, text in STEP_MARKERS.items()}
+    lines = [line for line in config.getini("markers") if line not in ours]
+    return {line.split(":")[0].split("(")[0].strip() for line in lines}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection, which then applies to these
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """A step named with -m that the project has no scenario for runs the packaged one; without
+    -m, measurement scenarios are left out: they need an endpoint."""
     if config.getoption("markexpr"):
+        items.extend(packaged_scenarios(session, items))
         return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
@@ -95,6 +145,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{len(drop)} measurement scenario(s) left out: name a step to run them, "
             "e.g. pytest -m qmax"
         )
+
+
+def packaged_scenarios(session: pytest.Session, items: list[pytest.Item]) -> list[pytest.Item]:
+    """The packaged scenario of each selected step that nothing collected measures, so
+    `pytest -m qmax --endpoint-url URL` runs in any project. A step whose marker the project
+    declares itself is its own: nothing is added for it."""
+    from pytest_tts_scaling.load.scenario import shipped_folder
+
+    have = {
+        name
+        for item in items
+        if is_measurement(item)
+        for name in STEP_MARKERS
+        if item.get_closest_marker(name)
+    }
+    missing = set(selected_steps(session.config)) - have - project_markers(session.config)
+    added: list[pytest.Item] = []
+    for step in sorted(missing):
+        path = shipped_folder() / f"test_{step}.py"
+        # Named as the package names it: the installed path lies outside the project's rootdir.
+        nodeid = f"pytest_tts_scaling/scenarios/{path.name}"
+        module = pytest.Module.from_parent(session, path=path, nodeid=nodeid)
+        added.extend(session.genitems(module))
+    return added
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -14,7 +14,12 @@ GEVENTHTTPCLIENT = "2.6.1"
 
 
 def pinned(name: str) -> str | None:
-    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    """The pin in the project's dependencies or any extra's (geventhttpclient is [fleet]'s)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
     found = [m.group(1) for r in requirements if (m := re.fullmatch(rf"{name}==(\S+)", r))]
     return found[0] if found else None
 

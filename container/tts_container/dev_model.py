@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,7 @@ def ensure_dev_model(cache_dir: Path) -> ModelFiles:
         log.info("development model: reusing %s", target)
     else:
         build_dev_model(target)
-    files = find_model_files(target)
-    return ModelFiles(
-        root=files.root,
-        config=files.config,
-        weights=files.weights,
-        voices=files.voices,
-        label=UNTRAINED_LABEL,
-    )
+    return replace(find_model_files(target), label=UNTRAINED_LABEL)
 
 
 def build_kokoro_modules(config: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ import shutil
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,14 +135,7 @@ def ensure_trained_model(cache_dir: Path) -> ModelFiles:
     else:
         parts, voices = locate_package_files()
         build_trained_model(target, parts, voices)
-    files = find_model_files(target)
-    return ModelFiles(
-        root=files.root,
-        config=files.config,
-        weights=files.weights,
-        voices=files.voices,
-        label=TRAINED_PACKAGED_LABEL,
-    )
+    return replace(find_model_files(target), label=TRAINED_PACKAGED_LABEL)
 
 
 def build_trained_model(target: Path, parts: list[Path], voices: Path) -> None:

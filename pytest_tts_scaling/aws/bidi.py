@@ -42,7 +42,7 @@ def require_bidi_sdk() -> None:
         raise InputError(
             f"--transport bidi on SageMaker needs aws-sdk-sagemaker-runtime-http2, which requires "
             f"Python 3.12 or newer; this is Python {version}. Run under Python >= 3.12 with "
-            "`pip install 'pytest-tts-scaling[bidi]'`, or use --transport response-stream"
+            "`pip install 'pytest-tts-scaling[aws]'`, or use --transport response-stream"
         )
     try:
         import aws_sdk_sagemaker_runtime_http2  # noqa: F401
@@ -50,7 +50,7 @@ def require_bidi_sdk() -> None:
     except ImportError as exc:
         raise InputError(
             f"--transport bidi on SageMaker needs aws-sdk-sagemaker-runtime-http2 with awscrt "
-            f"({exc.name} is not installed): `pip install 'pytest-tts-scaling[bidi]'`"
+            f"({exc.name} is not installed): `pip install 'pytest-tts-scaling[aws]'`"
         ) from None
 
 

@@ -59,7 +59,8 @@ def serve_command() -> list[str]:
     if found is None:
         raise InputError(
             "the local default endpoint needs the container's server: tts-serve was not found; "
-            "install it with: pip install -e ./container (or pass --endpoint / --endpoint-url)"
+            "expected the [local] extra (pip install 'pytest-tts-scaling[local]', in a checkout "
+            "pip install -e ./container), or pass --endpoint / --endpoint-url"
         )
     return [found]
 

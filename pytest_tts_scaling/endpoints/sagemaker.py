@@ -25,6 +25,7 @@ from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.transports import Transport
 from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.spelling import both_flags
 
 Log = Callable[[str], None]
 
@@ -60,9 +61,9 @@ class SageMakerEndpoint(Endpoint):
     def transport(self, name: str, *, concurrency: int) -> Transport:
         if name == "bidi" and self.inference_component:
             raise InputError(
-                f"--transport bidi cannot target inference component {self.inference_component}: "
-                "InvokeEndpointWithBidirectionalStream has no InferenceComponentName; expected "
-                "--transport response-stream"
+                f"{both_flags('--transport')} bidi cannot target inference component "
+                f"{self.inference_component}: InvokeEndpointWithBidirectionalStream has no "
+                "InferenceComponentName; expected response-stream"
             )
         if name == "bidi":
             from pytest_tts_scaling.aws.bidi import SageMakerBidiTransport

@@ -186,12 +186,9 @@ class Scenario(_Section):
 
 
 def shipped_folder() -> Path:
-    """The scenarios that ship with the plugin: the package `pytest_tts_scaling.scenarios` where
-    it is installed as one, else the checkout's top-level scenarios/."""
-    try:
-        return Path(str(importlib.resources.files("pytest_tts_scaling.scenarios")))
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "scenarios"
+    """The scenarios that ship with the plugin: the package `pytest_tts_scaling.scenarios`, which
+    is the checkout's top-level scenarios/ (an editable install maps it there, a wheel holds it)."""
+    return Path(str(importlib.resources.files("pytest_tts_scaling.scenarios")))
 
 
 def resolve(name_or_path: str, search: list[Path]) -> Path:

@@ -14,7 +14,7 @@ import numpy as np
 from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan, stored_outcome
 from pytest_tts_scaling.core.schema import ArtifactRef, PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.report.plots import figure_svg, new_figure, set_title
+from pytest_tts_scaling.report.plots import figure_svg, new_figure, plot, set_title
 
 
 def plan_outcome(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, str | None]:
@@ -66,6 +66,7 @@ def recompute(plan: PlanArtifact, directory: Path) -> tuple[PlanOutcome | None, 
     return outcome, None
 
 
+@plot
 def thresholds_svg(outcome: PlanOutcome) -> str:
     """The measured per-instance curve with the plan's thresholds, knee and admission bound."""
     plan, curve = outcome.artifact, outcome.curve
@@ -112,6 +113,7 @@ def thresholds_svg(outcome: PlanOutcome) -> str:
     return figure_svg(fig)
 
 
+@plot
 def surge_svg(outcome: PlanOutcome) -> str:
     """Arrivals against capacity and shed requests, in flight per instance, p95 TTFAB."""
     run, plan = outcome.surge, outcome.artifact

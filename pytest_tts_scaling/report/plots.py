@@ -8,13 +8,15 @@ synthetic engine says so in its title.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, ParamSpec
 
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung, Summary, TtotalArtifact
+from pytest_tts_scaling.optional import installed
 from pytest_tts_scaling.report.extras import (
     DEV_MODEL_LABEL,
     SYNTHETIC_LABEL,
@@ -26,6 +28,26 @@ from pytest_tts_scaling.report.extras import (
 )
 
 # --- plotting helpers ----------------------------------------------------------------------
+
+P = ParamSpec("P")
+
+# What a report shows in a plot's place without matplotlib (the [report] extra).
+LEFT_OUT_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="720" height="40"><text x="8" y="24" '
+    'font-family="sans-serif" font-size="14">plot left out: matplotlib comes with the [report] '
+    "extra (pip install 'pytest-tts-scaling[report]')</text></svg>"
+)
+
+
+def plot(draw: Callable[P, str]) -> Callable[P, str]:
+    """A plot function that gives LEFT_OUT_SVG where matplotlib is not installed: the report and
+    its tables stay whole in a base install."""
+
+    @functools.wraps(draw)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> str:
+        return draw(*args, **kwargs) if installed("matplotlib") else LEFT_OUT_SVG
+
+    return drawn
 
 
 def _pyplot() -> Any:
@@ -130,6 +152,7 @@ def _q_max_marks(ax: Any, artifact: QmaxArtifact, rungs: Sequence[Rung]) -> None
 # --- qmax ----------------------------------------------------------------------------------
 
 
+@plot
 def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> str:
     """p95 TTFAB against N with its confidence band, the SLO and the Q_max bracket; the p95 time
     to first audible audio beside it where the audio checks had an audible reference, and the
@@ -210,6 +233,7 @@ def _wer_axis(ax: Any, rungs: Sequence[Rung]) -> None:
     ax.plot([], [], "D-", color="tab:purple", label="word error rate (right)")
 
 
+@plot
 def throughput_svg(artifact: QmaxArtifact) -> str:
     """Completions per second against N, Little's law N / mean latency beside it, and the knee."""
     from pytest_tts_scaling.core.curve import ServiceCurve
@@ -283,6 +307,7 @@ def _quantile_boxes(ax: Any, rungs: Sequence[Rung], metric: str, colour: str) ->
         )
 
 
+@plot
 def ttfab_distribution_svg(artifact: QmaxArtifact) -> str:
     fig, ax = new_figure(14, 3.2)
     rungs = _rungs(artifact)
@@ -298,6 +323,7 @@ def ttfab_distribution_svg(artifact: QmaxArtifact) -> str:
     )
 
 
+@plot
 def underrun_svg(artifact: QmaxArtifact) -> str:
     fig, ax = new_figure(14, 3.0)
     rungs = _rungs(artifact)
@@ -321,6 +347,7 @@ def underrun_svg(artifact: QmaxArtifact) -> str:
 # --- ttotal --------------------------------------------------------------------------------
 
 
+@plot
 def waterfall_svg(artifact: TtotalArtifact) -> str:
     """Each stage as a bar from its predecessor, on seconds since desired_set; bounds hatched."""
     stages = [s for s in timed_stages(artifact) if s.elapsed_s is not None]

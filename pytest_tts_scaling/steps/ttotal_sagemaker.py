@@ -51,6 +51,7 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
 
 if TYPE_CHECKING:
@@ -296,8 +297,8 @@ def measure_sagemaker_ttotal(
     if endpoint.inference_component:
         raise InputError(
             f"ttotal forces one more instance of {endpoint.name}/{endpoint.variant}; with "
-            f"--inference-component {endpoint.inference_component} capacity is copies, which "
-            "ttotal does not time: expected no --inference-component"
+            f"{both_flags('--inference-component')} {endpoint.inference_component} capacity is "
+            "copies, which ttotal does not time: expected no inference component"
         )
     clock = clock or endpoint.clients.clock
     chosen = workload or workload_for(settings.run, endpoint.kind)
