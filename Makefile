@@ -8,10 +8,10 @@ ARGS ?=
 
 .PHONY: install qmax test lint docs
 
-$(STAMP): pyproject.toml container/pyproject.toml constraints.txt
+$(STAMP): pyproject.toml container/pyproject.toml infra/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e './container[model]' -e '.[all,dev,docs]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e './container[model]' -e '.[all,dev,docs]' -e ./infra
 	touch $@
 
 install: $(STAMP)
@@ -26,6 +26,8 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	@echo "mypy: type-checking pytest_tts_scaling, tts_container, speech_infra and the tests (about 2 min on 2 cores the first time; later runs reuse .mypy_cache)"
 	$(BIN)/mypy
+	# infra/tests is a folder of its own (its conftest.py beside container/tests' one): checked apart.
+	$(BIN)/mypy infra/tests
 
 # The project's own tests, with ruff and mypy first.
 test: lint

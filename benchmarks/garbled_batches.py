@@ -1,10 +1,11 @@
 """Calibration with the real model: a planted batching fault shows in the word error rate.
 
-    .venv/bin/python benchmarks/garbled_batches.py [--ladder 1,2] [--wer-sample 3] [--out DIR]
+    .venv/bin/python benchmarks/garbled_batches.py [--ladder 1,2] [--wer-sample 4] [--out DIR]
 
 Two ``tts-bench qmax`` runs on the local default endpoint with the deadline scheduler batching up
-to 4 segments (``SCHEDULER=edf BATCH_MAX=4``), each rung's answers transcribed after it
-(``--wer-sample``), the latency SLO set out of reach so only the word error rate can fail a rung:
+to 4 segments, every ready segment joining (``SCHEDULER=edf BATCH_MAX=4 BATCH_WINDOW_MS=60000``),
+each rung's answers transcribed after it (``--wer-sample``), the latency SLO set out of reach so
+only the word error rate can fail a rung:
 
 - ``control``: no fault. Truth: every rung's WER within ``--max-wer-increase`` of N=1's.
 - ``fault``: ``FAULT_GARBLE_BATCHES=1``, every segment computed in a batch of two or more played
@@ -28,7 +29,10 @@ from typing import Any
 
 from capacity import run_qmax
 
-BATCHING = {"SCHEDULER": "edf", "BATCH_MAX": "4"}
+# Every ready segment joins the forward (a window far past any deadline): with two streams in
+# flight their segments meet in every forward, so batches form from N=2 whatever their phase.
+# (With the default 1 s window two streams can drift apart and batch only now and then.)
+BATCHING = {"SCHEDULER": "edf", "BATCH_MAX": "4", "BATCH_WINDOW_MS": "60000"}
 RUNS = {"control": {}, "fault": {"FAULT_GARBLE_BATCHES": "1"}}
 # Out of reach on any CPU: the latency SLO never decides a rung here.
 SLO_MS = 600_000.0
@@ -92,7 +96,7 @@ def _num(value: float | None, spec: str = ".2f") -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ladder", default="1,2", help="rungs of both runs. Default: 1,2")
-    parser.add_argument("--wer-sample", type=int, default=3, help="answers per rung. Default: 3")
+    parser.add_argument("--wer-sample", type=int, default=4, help="answers per rung. Default: 4")
     parser.add_argument("--max-wer-increase", type=float, default=0.1, help="Default: 0.1")
     parser.add_argument("--hold-s", type=float, default=30.0, help="Default: 30")
     parser.add_argument("--measure-s", type=float, default=20.0, help="Default: 20")

@@ -93,7 +93,7 @@ class RunOptions:
         hold = self.hold_s if self.hold_s is not None else base.hold_s
         measure = self.measure_s if self.measure_s is not None else min(base.measure_s, hold)
         if measure > hold:
-            from pytest_tts_scaling.spelling import both_flags
+            from pytest_tts_scaling.core.spelling import both_flags
 
             raise argparse.ArgumentTypeError(
                 f"{both_flags('--measure-s')} {measure:g} is longer than "

@@ -13,9 +13,9 @@ from typing import Any
 from pytest_tts_scaling.core.decoding import ResponseFormat
 from pytest_tts_scaling.core.records import AudioFormat, RequestRecord, StreamTimer
 from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, Rung
+from pytest_tts_scaling.core.spelling import pytest_flag
 from pytest_tts_scaling.core.stats import summarize
 from pytest_tts_scaling.option_table import OPTION_SPECS
-from pytest_tts_scaling.spelling import pytest_flag
 
 MODEL = "kokoro-82m"
 # The measured example artifacts the report and the rules are checked against.

@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from pytest_tts_scaling.cli import COMMANDS, build_parser
+from pytest_tts_scaling.core.spelling import pytest_flag
 from pytest_tts_scaling.option_table import OPTION_SPECS
 from pytest_tts_scaling.plugin import STEP_MARKERS
-from pytest_tts_scaling.spelling import pytest_flag
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / "examples" / "ci"

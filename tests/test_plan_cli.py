@@ -106,7 +106,7 @@ def test_a_stop_plan_exits_1_and_is_still_written(
             ["--ttotal-artifact", TTOTAL, *SOURCE_ARGS],
             "plan needs --tts-qmax-artifact (tts-bench: --qmax-artifact) FILE:",
         ),
-        (["--qmax-artifact", QMAX, "--ttotal-artifact", TTOTAL], "--peak-rps is required"),
+        (["--qmax-artifact", QMAX, "--ttotal-artifact", TTOTAL], "--peak-rps) is required"),
         (["--qmax-artifact", QMAX, "--ttotal-artifact", QMAX, *SOURCE_ARGS], "field 'schema'"),
         (
             [

@@ -26,9 +26,13 @@ from pytest_tts_scaling.aws.snapshot import (
     thaw_command,
     with_originals,
 )
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import ArtifactError, InputError
 
 Log = Callable[[str], None]
+
+# How a refusal names the takeover, for pytest and tts-bench alike.
+FORCE = both_flags("--force")
 
 
 def left_snapshot(
@@ -65,12 +69,12 @@ def claim(
             raise InputError(
                 f"{endpoint} is held by another run: {holder.describe()}, snapshot "
                 f"{holder.snapshot or 'not recorded'}; nothing was changed. Expected no other run "
-                f"on it: {lock_advice(holder, endpoint)}, or pass --force to take it over "
+                f"on it: {lock_advice(holder, endpoint)}, or pass {FORCE} to take it over "
                 "(docs/steps.md#the-freeze-lock)"
             )
         if left is not None:
             owner = lock_of(left, path)
-            takeover = "" if owner.alive() is False else ", or pass --force to take it over"
+            takeover = "" if owner.alive() is False else f", or pass {FORCE} to take it over"
             raise InputError(
                 f"freeze snapshot {path} is already there, from {owner.describe()}; nothing was "
                 f"changed. Expected none: {lock_advice(owner, endpoint, artifacts_dir)}{takeover}"
@@ -81,7 +85,7 @@ def claim(
                 f"{target.resource_id}: scaling is already suspended (in and out) and no run "
                 "holds a lock; nothing was changed. A snapshot now would record the frozen state "
                 f"as the one to restore: run `{thaw_command(endpoint, component)}` first to clear "
-                "it, or pass --force to measure as it is (the restore then clears the suspension)"
+                f"it, or pass {FORCE} to measure as it is (the restore then clears the suspension)"
             )
         return snapshot
     if locks and locks[0].restore is not None:

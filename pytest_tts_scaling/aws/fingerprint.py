@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_tts_scaling.aws.clients import aws_errors, error_code
 from pytest_tts_scaling.core.schema import DeployedConfig, slug_for
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import InputError
 
 
@@ -165,7 +166,8 @@ def read_deployment(sagemaker: Any, name: str, component: str | None = None) -> 
         if not model_name:
             raise InputError(
                 f"endpoint {name!r} variant {primary['VariantName']!r}: no ModelName (an "
-                "endpoint of inference components: expected --inference-component NAME)"
+                f"endpoint of inference components: expected {both_flags('--inference-component')}"
+                " NAME)"
             )
         model = sagemaker.describe_model(ModelName=model_name)
     container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]

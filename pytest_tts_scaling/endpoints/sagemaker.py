@@ -21,6 +21,7 @@ from pytest_tts_scaling.aws.fingerprint import (
 )
 from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.transports import Transport
@@ -60,9 +61,9 @@ class SageMakerEndpoint(Endpoint):
     def transport(self, name: str, *, concurrency: int) -> Transport:
         if name == "bidi" and self.inference_component:
             raise InputError(
-                f"--transport bidi cannot target inference component {self.inference_component}: "
-                "InvokeEndpointWithBidirectionalStream has no InferenceComponentName; expected "
-                "--transport response-stream"
+                f"{both_flags('--transport')} bidi cannot target inference component "
+                f"{self.inference_component}: InvokeEndpointWithBidirectionalStream has no "
+                "InferenceComponentName; expected response-stream"
             )
         if name == "bidi":
             from pytest_tts_scaling.aws.bidi import SageMakerBidiTransport

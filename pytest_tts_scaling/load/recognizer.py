@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.spelling import both_flags
 
 if TYPE_CHECKING:
     import numpy as np

@@ -79,6 +79,6 @@ def below_minimum(artifact: QmaxArtifact, run: RunOptions) -> str | None:
     q_max = artifact.q_max or 0
     if q_max >= run.min_qmax:
         return None
-    from pytest_tts_scaling.spelling import both_flags
+    from pytest_tts_scaling.core.spelling import both_flags
 
     return f"Q_max {q_max} is below {both_flags('--min-qmax')} {run.min_qmax}"

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.spelling import both_flags
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome

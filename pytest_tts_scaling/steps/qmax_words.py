@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
     MAX_MEASUREMENTS,
     doubt_line,
     verdict_words,
 )
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
 from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, ttotal_filename
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.spelling import both_flags
 from pytest_tts_scaling.steps.ttotal_timer import TRIGGER, ScaleTimer
 
 

@@ -42,6 +42,7 @@ from pytest_tts_scaling.aws.stages import (
     log_group,
 )
 from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.timeline import (
     CONTAINER_MARKERS,
     Event,
@@ -296,8 +297,8 @@ def measure_sagemaker_ttotal(
     if endpoint.inference_component:
         raise InputError(
             f"ttotal forces one more instance of {endpoint.name}/{endpoint.variant}; with "
-            f"--inference-component {endpoint.inference_component} capacity is copies, which "
-            "ttotal does not time: expected no --inference-component"
+            f"{both_flags('--inference-component')} {endpoint.inference_component} capacity is "
+            "copies, which ttotal does not time: expected no inference component"
         )
     clock = clock or endpoint.clients.clock
     chosen = workload or workload_for(settings.run, endpoint.kind)

@@ -44,10 +44,10 @@ from pytest_tts_scaling.core.live import (
 )
 from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.timeline import DEFAULT_POLICY_LAG_S, iso
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.fleet.localfleet import LocalFleet
-from pytest_tts_scaling.spelling import both_flags
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.aws.clients import AwsClients

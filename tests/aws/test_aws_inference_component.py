@@ -405,7 +405,10 @@ def test_fingerprint_is_the_components_model_and_image(stubs: Stubs) -> None:
 def test_an_endpoint_of_components_asks_for_one(stubs: Stubs) -> None:
     stubs.sagemaker.add_response("describe_endpoint", endpoint_description())
     stubs.sagemaker.add_response("describe_endpoint_config", endpoint_config())
-    with pytest.raises(InputError, match="expected --inference-component NAME"):
+    with pytest.raises(
+        InputError,
+        match=r"expected --tts-inference-component \(tts-bench: --inference-component\) NAME",
+    ):
         read_deployment(stubs.clients.sagemaker, EP)
 
 
@@ -440,7 +443,7 @@ def test_capacity_is_the_copy_count_and_bidi_is_refused(stubs: Stubs, tmp_path: 
     assert endpoint.instance_count() == 2
     assert endpoint.scope.resource_id == "inference-component/kokoro-ic"
     assert endpoint.scope.dimension == IC_DIMENSION
-    with pytest.raises(InputError, match=r"no InferenceComponentName.*--transport response-stream"):
+    with pytest.raises(InputError, match=r"no InferenceComponentName.*expected response-stream"):
         endpoint.transport("bidi", concurrency=2)
     assert endpoint.transport("response-stream", concurrency=2).name == "response-stream"
 

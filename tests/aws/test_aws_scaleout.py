@@ -284,7 +284,7 @@ def test_no_scale_out_without_a_comparable_qmax(
         mismatch_ok = settings_for(d.endpoint, tmp_path, allow_config_mismatch=True)
         assert isinstance(endpoint, SageMakerEndpoint)
         endpoint.inference_component = "kokoro-ic"
-        with pytest.raises(InputError, match="--inference-component kokoro-ic"):
+        with pytest.raises(InputError, match=r"--inference-component\) kokoro-ic"):
             measure_sagemaker_ttotal(
                 endpoint, qmax_artifact(slug="g5xlarge-00000000"), mismatch_ok, progress=print
             )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung, TtotalArtifact
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
 
 if TYPE_CHECKING:
@@ -77,23 +78,31 @@ def check_inputs(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
     q_name = label(inputs.qmax_name, "qmax artifact")
     t_name = label(inputs.ttotal_name, "ttotal artifact")
     if not 1.0 <= inputs.surge_ratio < 1.5 or not math.isfinite(inputs.surge_ratio):
-        raise InputError(f"--surge-ratio {inputs.surge_ratio:g}: expected a number in [1, 1.5)")
+        raise InputError(
+            f"{both_flags('--surge-ratio')} {inputs.surge_ratio:g}: expected a number in [1, 1.5)"
+        )
     if inputs.peak_rps is None:
         raise InputError(
-            "--peak-rps is required: the peak requests per second the fleet must serve, "
-            "e.g. --peak-rps 5000"
+            f"{both_flags('--peak-rps')} is required: the peak requests per second the fleet "
+            "must serve, e.g. 5000"
         )
     if not math.isfinite(inputs.peak_rps) or inputs.peak_rps <= 0:
-        raise InputError(f"--peak-rps {inputs.peak_rps:g}: expected a positive number")
+        raise InputError(
+            f"{both_flags('--peak-rps')} {inputs.peak_rps:g}: expected a positive number"
+        )
     if not math.isfinite(inputs.trough_rps) or inputs.trough_rps < 0:
-        raise InputError(f"--trough-rps {inputs.trough_rps:g}: expected a number >= 0")
+        raise InputError(
+            f"{both_flags('--trough-rps')} {inputs.trough_rps:g}: expected a number >= 0"
+        )
     if inputs.trough_rps > inputs.peak_rps:
         raise InputError(
-            f"--trough-rps {inputs.trough_rps:g} is above --peak-rps {inputs.peak_rps:g}: "
-            "expected trough <= peak"
+            f"{both_flags('--trough-rps')} {inputs.trough_rps:g} is above "
+            f"{both_flags('--peak-rps')} {inputs.peak_rps:g}: expected trough <= peak"
         )
     if inputs.min_floor < 1:
-        raise InputError(f"--min-floor {inputs.min_floor}: expected a whole number >= 1")
+        raise InputError(
+            f"{both_flags('--min-floor')} {inputs.min_floor}: expected a whole number >= 1"
+        )
     if qmax.model != ttotal.model:
         raise MismatchError(
             f"{t_name} measured model {ttotal.model!r}, {q_name} measured {qmax.model!r}: "
@@ -102,7 +111,8 @@ def check_inputs(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
     if qmax.slug != ttotal.slug and not inputs.allow_config_mismatch:
         raise MismatchError(
             f"{t_name} has slug {ttotal.slug!r}, {q_name} has {qmax.slug!r}: they were measured "
-            "on different configurations; re-measure, or pass --allow-config-mismatch"
+            "on different configurations; re-measure, or pass "
+            f"{both_flags('--allow-config-mismatch')}"
         )
     if qmax.transport != ttotal.transport:
         raise MismatchError(
@@ -111,9 +121,9 @@ def check_inputs(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
         )
     if inputs.slo_ms is not None and inputs.slo_ms != qmax.slo_ms:
         raise MismatchError(
-            f"--slo-ms {inputs.slo_ms:g} differs from the SLO {q_name} was measured against "
-            f"({qmax.slo_ms:g} ms): Q_max holds only for that SLO; re-measure qmax or pass "
-            f"--slo-ms {qmax.slo_ms:g}"
+            f"{both_flags('--slo-ms')} {inputs.slo_ms:g} differs from the SLO {q_name} was "
+            f"measured against ({qmax.slo_ms:g} ms): Q_max holds only for that SLO; re-measure "
+            f"qmax or pass {both_flags('--slo-ms')} {qmax.slo_ms:g}"
         )
     if qmax.q_max is None:
         raise ArtifactError(

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from infra_helpers import INFRA
 from speech_infra.cli import main
-
-from tests.infra.infra_helpers import INFRA
 
 FAKE_CDK = "fake-cdk"
 

@@ -11,12 +11,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match
-from speech_infra.registry import REGISTRY
-from speech_infra.settings import AppSettings
-
-from pytest_tts_scaling.errors import ArtifactError
-from tests.aws.aws_calls import call_sites
-from tests.infra.infra_helpers import (
+from infra_helpers import (
     IMAGE_URI,
     MODEL,
     Synth,
@@ -26,6 +21,11 @@ from tests.infra.infra_helpers import (
     resources,
     statements,
 )
+from speech_infra.registry import REGISTRY
+from speech_infra.settings import AppSettings
+
+from pytest_tts_scaling.errors import ArtifactError
+from tests.aws.aws_calls import call_sites
 
 ROOT = Path(__file__).resolve().parents[2]
 HIGH_RES_CONCURRENCY = "SageMakerVariantConcurrentRequestsPerModelHighResolution"

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from infra_helpers import MODEL, of_type, start_app, synthesize, templates
 
 from pytest_tts_scaling.cli import main
-from tests.infra.infra_helpers import MODEL, of_type, start_app, synthesize, templates
 
 SOURCE = Path(__file__).resolve().parents[2] / "reports" / "examples" / "source"
 QMAX = SOURCE / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"

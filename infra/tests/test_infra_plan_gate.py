@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from infra_helpers import MODEL, write_plan
 from speech_infra.plan_gate import ScalingDecision, decide_scaling
 from speech_infra.registry import REGISTRY
 
 from pytest_tts_scaling.core.schema import Finding
 from pytest_tts_scaling.errors import ArtifactError
 from tests.factories import make_plan
-from tests.infra.infra_helpers import MODEL, write_plan
 
 KOKORO = REGISTRY[MODEL]
 

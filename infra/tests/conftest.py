@@ -14,11 +14,11 @@ from typing import Any
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import pytest
+from infra_helpers import MODEL, Synth, SynthFactory, synthesize, write_plan
 from speech_infra.registry import REGISTRY
 
 from pytest_tts_scaling.core.schema import Finding
 from tests.factories import make_plan
-from tests.infra.infra_helpers import MODEL, Synth, SynthFactory, synthesize, write_plan
 
 
 @pytest.fixture(scope="session")

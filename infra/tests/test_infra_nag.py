@@ -9,8 +9,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
-
-from tests.infra.infra_helpers import Synth
+from infra_helpers import Synth
 
 # Each suppression is a decision; adding one must show up here and in review.
 EXPECTED_SUPPRESSIONS = {

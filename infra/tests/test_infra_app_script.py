@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from infra_helpers import MODEL, of_type, start_app, templates, write_plan
 
 from tests.factories import make_plan
-from tests.infra.infra_helpers import MODEL, of_type, start_app, templates, write_plan
 
 
 @dataclass

@@ -1,1 +1,0 @@
-"""Tests of the CDK app (infra/) synthesized from artifacts."""
