@@ -34,8 +34,9 @@ class LadderDefaults:
 
 
 SOURCE_LADDER = LadderDefaults(hold_s=240.0, measure_s=60.0, gap_s=30.0)
-# The untrained development model on 2 CPU cores serves one request in about a second, so a
-# handful of rungs of 25 s each finds its Q_max in a few minutes.
+# The trained Kokoro-82M on one of 2 CPU cores (the other is the client's) serves a 14-word request
+# in about 3 s (RTF 0.6, first audio 1.3-1.5 s; benchmarks/real_model.py), so a handful of rungs
+# of 25 s each finds its Q_max in a few minutes.
 LOCAL_LADDER = LadderDefaults(hold_s=25.0, measure_s=15.0, gap_s=2.0)
 
 
