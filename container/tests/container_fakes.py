@@ -116,7 +116,9 @@ async def eventually(condition: Callable[[], bool]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running(app: ASGIApp, ready: bool = True) -> AsyncIterator[AppState]:
+async def running(
+    app: ASGIApp, ready: bool = True, timeout_s: float = WAIT_S
+) -> AsyncIterator[AppState]:
     """Run the app's lifespan; wait until the model is ready unless ``ready`` is False."""
     inbox: asyncio.Queue[Message] = asyncio.Queue()
     outbox: asyncio.Queue[Message] = asyncio.Queue()
@@ -127,7 +129,7 @@ async def running(app: ASGIApp, ready: bool = True) -> AsyncIterator[AppState]:
     assert started["type"] == "lifespan.startup.complete", started
     state: AppState = app.state.tts  # type: ignore[attr-defined]
     if ready:
-        assert await asyncio.to_thread(state.ready_event.wait, WAIT_S), state.load_error
+        assert await asyncio.to_thread(state.ready_event.wait, timeout_s), state.load_error
     try:
         yield state
     finally:
@@ -163,6 +165,7 @@ async def post(
     disconnect_after_chunks: int | None = None,
     disconnect_at_once: bool = False,
     spec_version: str = "2.3",
+    timeout_s: float = WAIT_S,
 ) -> HttpResult:
     """POST ``payload`` (bytes, or JSON-encoded) straight to the ASGI app, streaming like uvicorn.
 
@@ -220,7 +223,7 @@ async def post(
                 result.complete = True
 
     try:
-        await asyncio.wait_for(app(scope, receive, send), WAIT_S)
+        await asyncio.wait_for(app(scope, receive, send), timeout_s)
     except (TimeoutError, AssertionError):
         raise
     except Exception as exc:  # an aborted stream: what uvicorn would log and cut

@@ -75,6 +75,7 @@ def test_the_server_never_becomes_ready_on_cpu_when_the_instance_is_a_gpu_one(
     env = {
         **os.environ,
         "TTS_CACHE_DIR": str(dev_model_cache),
+        "WEIGHTS": "untrained",
         "DEVICE": "auto",
         "INSTANCE_TYPE": "ml.g5.xlarge",
         "PYTHONUNBUFFERED": "1",

@@ -1,8 +1,10 @@
 """Split text (or a phoneme string) into the segments synthesized one after another.
 
 The first segment is short: up to the first clause punctuation, at most ``first_words`` words, so
-the first audio comes early. Later segments are sentences; a sentence longer than ``max_chars`` is
-cut at clause punctuation, else between words. The same rules work on phoneme strings, which keep
+the first audio comes early; a text no longer than that is one segment (split, its parts would
+each be spoken as an utterance of their own, longer than the text in one forward). Later
+segments are sentences; a sentence longer than ``max_chars`` is cut at clause punctuation, else
+between words. The same rules work on phoneme strings, which keep
 spaces between words and the punctuation of the text.
 """
 
@@ -81,7 +83,7 @@ def split_segments(text: str, first_words: int = 6, max_chars: int = 400) -> lis
     words = first_line.split()
     if not words:
         return split_segments(rest_lines, first_words, max_chars) if rest_lines.strip() else []
-    taken = split_first(words, first_words)
+    taken = len(words) if len(words) <= first_words else split_first(words, first_words)
     segments = cut_long(" ".join(words[:taken]), max_chars)
     remainder = " ".join(words[taken:]) + ("\n" + rest_lines if rest_lines else "")
     for sentence in _sentences(remainder):

@@ -1,0 +1,223 @@
+"""Proof that the audio is right, with the trained model: the conversion against the original
+export, the whole container path transcribed, scheduling and batching changing no audio (e2e)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from container_fakes import post, running
+from speech_checks import FRAME_SAMPLES, mel_correlation, onnx_session, onnx_speak, torch_speak
+from tts_container import trained_model
+from tts_container.app import create_app
+from tts_container.engine import KokoroEngine, KokoroPiece, synthesize_all
+from tts_container.metrics import MetricsLog
+from tts_container.request import SynthesisRequest
+from tts_container.settings import Settings
+
+from pytest_tts_scaling.core.audio import corpus_word_error_rate
+from pytest_tts_scaling.load.recognizer import transcribe
+
+# Plain sentences of common words (pocketsphinx's general English model hears those best).
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Please call me back when you get home tonight.",
+    "The weather today is sunny and warm.",
+    "I would like a cup of coffee with milk.",
+    "Our train leaves the station at seven in the morning.",
+    "She opened the window and looked at the garden.",
+    "We need to buy bread, eggs and some fresh fruit.",
+    "The meeting has been moved to next Tuesday.",
+    "Turn left at the next corner and walk two blocks.",
+    "Thank you very much for your help yesterday.",
+    "My brother plays the guitar in a small band.",
+    "The children went to the park after school.",
+]
+VOICE = "jm_kumo"
+START_TIMEOUT_S = 300.0
+REQUEST_TIMEOUT_S = 120.0
+
+
+@pytest.fixture
+def no_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The vocoder's random phase and noise held at zero (the export has neither)."""
+    import torch
+
+    monkeypatch.setattr(torch, "rand", lambda *size, **kw: torch.zeros(*size, **kw))
+    monkeypatch.setattr(torch, "randn_like", lambda x, **kw: torch.zeros_like(x, **kw))
+
+
+@pytest.fixture(scope="module")
+def engine(trained_model_cache: Path) -> KokoroEngine:
+    return KokoroEngine.load(Settings(cache_dir=trained_model_cache, device="cpu"))
+
+
+def test_the_conversion_speaks_like_the_export(engine: KokoroEngine, no_noise: None) -> None:
+    """Same tokens, voice and speed: durations within one frame for >= 95 % of tokens, and with
+    the export's durations forced, log-mel correlation >= 0.98."""
+    parts, voices_path = trained_model.locate_package_files()
+    session = onnx_session(trained_model.assemble_export(parts))
+    with np.load(voices_path) as voices:
+        pack = voices[VOICE]
+    tokens = close = 0
+    for text in SENTENCES[:3]:
+        ids = [engine._vocab[p] for p in engine._g2p(text) if p in engine._vocab]
+        style = pack[len(ids) - 1]
+        reference, reference_durations = onnx_speak(session, ids, style)
+        _, durations = torch_speak(engine._model, ids, style)
+        assert len(durations) == len(reference_durations) == len(ids) + 2
+        tokens += len(durations)
+        close += int(np.sum(np.abs(durations - reference_durations) <= 1))
+        forced, _ = torch_speak(engine._model, ids, style, durations=reference_durations)
+        assert abs(len(forced) - len(reference)) <= FRAME_SAMPLES
+        correlation = mel_correlation(forced, reference)
+        assert correlation >= 0.98, (text, correlation)
+    assert close / tokens >= 0.95, (close, tokens)
+
+
+@contextmanager
+def tts_serve(env: dict[str, str], logs: Path) -> Iterator[str]:
+    """``tts-serve`` on a free port with ``env``; its base URL once /ping answers 200."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    executable = Path(sys.executable).with_name("tts-serve")
+    full_env = {**os.environ, "DEVICE": "cpu", "PYTHONUNBUFFERED": "1", **env}
+    full_env.pop("MODEL_DIR", None)
+    with open(logs, "wb") as log:
+        process = subprocess.Popen(
+            [str(executable), "--port", str(port)], stdout=log, stderr=log, env=full_env
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            assert process.poll() is None, logs.read_text()
+            assert time.monotonic() < deadline, logs.read_text()
+            try:
+                if httpx.get(url + "/ping", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def _speak_over_http(url: str, voice: str) -> tuple[str, list[tuple[str, str]]]:
+    pairs = []
+    with httpx.Client(timeout=REQUEST_TIMEOUT_S) as client:
+        weights = client.get(url + "/ping").headers["x-tts-weights"]
+        for text in SENTENCES:
+            response = client.post(url + "/invocations", json={"text": text, "voice": voice})
+            assert response.status_code == 200, response.text
+            samples = np.frombuffer(response.content, dtype="<i2")
+            pairs.append((text, transcribe(samples, 24000)))
+    return weights, pairs
+
+
+def test_the_container_path_is_intelligible_and_the_untrained_model_is_not(
+    trained_model_cache: Path, dev_model_cache: Path, tmp_path: Path
+) -> None:
+    """Twelve sentences through segmenting, streaming and PCM over HTTP, transcribed offline."""
+    with tts_serve({"TTS_CACHE_DIR": str(trained_model_cache)}, tmp_path / "trained.log") as url:
+        weights, trained = _speak_over_http(url, VOICE)
+    assert weights == "trained (int8-derived v1.0)"
+    trained_wer = corpus_word_error_rate(trained)
+    env = {"TTS_CACHE_DIR": str(dev_model_cache), "WEIGHTS": "untrained"}
+    with tts_serve(env, tmp_path / "untrained.log") as url:
+        weights, untrained = _speak_over_http(url, "af_heart")
+    assert weights == "untrained (development)"
+    untrained_wer = corpus_word_error_rate(untrained)
+    print(f"WER trained {trained_wer:.3f}, untrained {untrained_wer:.3f}")
+    assert trained_wer is not None
+    assert trained_wer <= 0.40, trained
+    assert untrained_wer is not None
+    assert untrained_wer >= 0.9, untrained
+
+
+def _serve(engine: KokoroEngine, texts: list[str], tmp_path: Path, **settings: Any) -> list[Any]:
+    """``texts`` sent at once through the app; each answer's samples, in order."""
+    app = create_app(
+        Settings(cache_dir=tmp_path, **settings),
+        engine_factory=lambda _settings: engine,
+        metrics=MetricsLog("m", stream=io.StringIO()),
+    )
+
+    async def scenario() -> list[Any]:
+        async with running(app, timeout_s=REQUEST_TIMEOUT_S):
+            payloads = [{"text": t, "voice": VOICE} for t in texts]
+            results = await asyncio.gather(
+                *(post(app, p, timeout_s=REQUEST_TIMEOUT_S) for p in payloads)
+            )
+        assert [r.status for r in results] == [200] * len(texts)
+        return [np.frombuffer(r.body, dtype="<i2").astype(np.float64) for r in results]
+
+    return asyncio.run(scenario())
+
+
+def test_scheduling_and_batching_change_no_audio(
+    engine: KokoroEngine, no_noise: None, tmp_path: Path
+) -> None:
+    """The same requests alone, under fifo, under edf and batched: the same durations, log-mel
+    correlation >= 0.99 with the lone answer, the same transcript."""
+    texts = [SENTENCES[2], SENTENCES[7], SENTENCES[9]]  # two segments each
+    alone = [_serve(engine, [text], tmp_path)[0] for text in texts]
+    runs = {
+        "fifo": _serve(engine, texts, tmp_path, scheduler="fifo"),
+        "edf": _serve(engine, texts, tmp_path, scheduler="edf", batch_max=1),
+        "batch": _serve(engine, texts, tmp_path, scheduler="edf", batch_max=3, batch_wait_ms=300),
+    }
+    heard = [transcribe(samples, 24000) for samples in alone]
+    for name, answers in runs.items():
+        for i, samples in enumerate(answers):
+            assert len(samples) == len(alone[i]), (name, i)
+            correlation = mel_correlation(samples / 32768, alone[i] / 32768)
+            assert correlation >= 0.99, (name, i, correlation)
+            assert transcribe(samples, 24000) == heard[i], (name, i)
+
+
+SPLIT_TEXTS = [
+    "The weather today is sunny and warm. We could walk to the park and sit by the lake.",
+    "Thanks for calling. Please hold while we connect you to the next available agent.",
+    "Turn left at the next intersection, then continue for two hundred meters.",
+    "Sorry, I did not catch that. Could you say it again a little more slowly?",
+]
+
+
+def test_segmenting_adds_no_speech_time(engine: KokoroEngine, no_noise: None) -> None:
+    """A text split into segments (the first one short) lasts within 10 % of the same text spoken
+    in one forward: inner segment edges keep only the pause their punctuation asks for."""
+    for text in SPLIT_TEXTS:
+        request = SynthesisRequest(request_id="split", text=text, voice=VOICE)
+        pieces = list(engine.pieces(request))
+        assert len(pieces) >= 2, text
+        assert len(pieces[0].phonemes.split()) <= engine.first_segment_words
+        split = sum(len(audio) for audio in synthesize_all(engine, request))
+        phonemes = "".join(p for p in engine._g2p(text) if p in engine._vocab)
+        [whole] = engine.synthesize([KokoroPiece(phonemes, VOICE, 1.0)])
+        assert abs(split - len(whole)) <= 0.10 * len(whole), (text, split, len(whole))
+
+
+def test_a_text_within_the_first_segment_is_not_split(engine: KokoroEngine) -> None:
+    request = SynthesisRequest(request_id="short", text="Hello world, this is a test.", voice=VOICE)
+    assert len(list(engine.pieces(request))) == 1
