@@ -152,7 +152,7 @@ def test_a_baseline_of_another_configuration_is_refused_naming_the_field(
     accepted.assert_outcomes(passed=3, failed=1)
     accepted.stdout.fnmatch_lines(
         [
-            "*qmax baseline: warning: field 'slug'*accepted by --allow-config-mismatch*",
+            "*qmax baseline: warning: field 'slug'*accepted by --tts-allow-config-mismatch*",
             "*qmax baseline: REGRESSION q_max: baseline 50, new 2, threshold >= 50*",
         ]
     )

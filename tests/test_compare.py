@@ -217,7 +217,7 @@ def test_a_ladder_that_stopped_below_the_baseline_qmax_cannot_pass() -> None:
     short = artifact(ladder(100, 200, 300), q_max=3, q_max_bracketed=False)
     [failed] = compare_qmax(base, short).regressions
     assert failed.name == "q_max"
-    assert "extend --ladder to at least 5" in failed.detail
+    assert "extend --tts-ladder (tts-bench: --ladder) to at least 5" in failed.detail
 
 
 def test_rungs_that_cannot_be_compared_are_skipped_with_the_reason() -> None:
@@ -265,7 +265,10 @@ def test_another_configuration_is_refused_naming_the_field(
     assert allowed.ok
     assert len(allowed.warnings) == 1
     assert f"field '{field}'" in allowed.warnings[0]
-    assert "accepted by --allow-config-mismatch" in allowed.lines()[0]
+    assert (
+        "accepted by --tts-allow-config-mismatch (tts-bench: --allow-config-mismatch)"
+        in allowed.lines()[0]
+    )
 
 
 def test_an_interrupted_baseline_is_refused_and_an_interrupted_run_warned_about() -> None:

@@ -55,6 +55,7 @@ from statistics import NormalDist
 from typing import Literal
 
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
+from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
 
 CheckStatus = Literal["ok", "improved", "regressed", "skipped"]
@@ -138,7 +139,7 @@ class Comparison:
         return (
             f"compare: REGRESSION in {len(self.regressions)} of {len(compared)} check(s) "
             f"({names}); to accept, commit {self.new_name} as the new baseline, or re-run with "
-            f"a larger --regression-tolerance (now {self.tolerance:g})"
+            f"a larger {both_flags('--regression-tolerance')} (now {self.tolerance:g})"
         )
 
     def lines(self) -> list[str]:
@@ -193,9 +194,9 @@ def check_identity(
             raise MismatchError(
                 f"{what}: expected the same {name} (the comparison is only meaningful on the "
                 "same configuration, docs/artifacts.md#files); use a baseline measured on it, or "
-                "pass --allow-config-mismatch"
+                f"pass {both_flags('--allow-config-mismatch')}"
             )
-        warnings.append(f"{what} (accepted by --allow-config-mismatch)")
+        warnings.append(f"{what} (accepted by {both_flags('--allow-config-mismatch')})")
     return warnings
 
 
@@ -243,7 +244,7 @@ def compare_qmax(
     if not comparable:
         warnings.append(
             "no concurrency was measured usably by both runs: p95 TTFAB was not compared "
-            "(use the baseline's --ladder)"
+            f"(use the baseline's {both_flags('--ladder')})"
         )
     return Comparison(
         baseline_name=baseline_name,
@@ -314,7 +315,8 @@ def _why_lower(baseline: QmaxArtifact, new: QmaxArtifact, old_q: int) -> str:
     if not deciding:
         top = max(rungs, default=0)
         return (
-            f"the new ladder {found} and measured nothing failing up to {top}: extend --ladder "
+            f"the new ladder {found} and measured nothing failing up to {top}: extend "
+            f"{both_flags('--ladder')} "
             f"to at least {old_q} to show the baseline's Q_max still holds"
         )
     rung = rungs[deciding[0]]
