@@ -291,6 +291,8 @@ class TtotalArtifact(_Model):
     missing_stages: list[str] = Field(default_factory=list)
     out_of_order_stages: list[str] = Field(default_factory=list)
     qmax_run_id: str | None = None
+    # The weights that served the scale-out, from the qmax run it extends; None in older artifacts.
+    weights: str | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -310,6 +312,8 @@ class ArtifactRef(_Model):
     run_id: str | None = None
     slug: str | None = None
     transport: str | None = None
+    # The weights that served it (a qmax or ttotal artifact's); None where it did not say.
+    weights: str | None = None
 
 
 class PlanInputsRecord(_Model):

@@ -92,10 +92,14 @@ def made_by_synthetic_engine(artifact: Artifact) -> bool:
 
 
 def weights_label(artifact: Artifact) -> str | None:
-    """Which weights served a qmax artifact: its recorded label, else what its config implies
-    (older artifacts); None where nothing says."""
-    if not isinstance(artifact, QmaxArtifact):
-        return None
+    """Which weights served: a qmax artifact's recorded label, else what its config implies
+    (older artifacts); a ttotal or plan artifact's from the qmax run it rests on; None where
+    nothing says."""
+    if isinstance(artifact, TtotalArtifact):
+        return artifact.weights
+    if isinstance(artifact, PlanArtifact):
+        source = artifact.inputs.qmax_artifact
+        return source.weights if source is not None else None
     deployed = artifact.deployed_config
     if deployed.weights is not None:
         return deployed.weights
@@ -107,12 +111,16 @@ def weights_label(artifact: Artifact) -> str | None:
 
 
 def made_by_dev_model(artifact: Artifact) -> bool:
-    """The untrained development model served it: a local endpoint given no model directory.
+    """The untrained development model served it.
 
-    ttotal and plan artifacts carry no deployed config; their local slug is all there is.
+    A qmax artifact's config says; a ttotal or plan artifact says through the weights it
+    records, and an older one (none recorded) through its local slug, the default then.
     """
     if isinstance(artifact, QmaxArtifact):
         return artifact.deployed_config.development_model
+    label = weights_label(artifact)
+    if label is not None:
+        return label.startswith("untrained")
     return artifact.slug.startswith("local-")
 
 

@@ -67,6 +67,7 @@ def ttotal_artifact(
         slug=endpoint.slug,
         transport=qmax.transport,
         trigger=TRIGGER,
+        weights=qmax.deployed_config.weights,
         t_measured_s=round(timeline.t_measured_s, 3),
         policy_lag_bound_s=lag_s,
         t_total_s=round(timeline.t_measured_s + lag_s, 3),

@@ -119,6 +119,7 @@ def emulated_ttotal(qmax: QmaxArtifact, boot_s: float = BOOT_S) -> TtotalArtifac
         slug=qmax.slug,
         transport=qmax.transport,
         trigger="emulated",
+        weights=qmax.deployed_config.weights,
         t_measured_s=boot_s,
         policy_lag_bound_s=float(DEFAULT_POLICY_LAG_S),
         t_total_s=boot_s + DEFAULT_POLICY_LAG_S,

@@ -27,12 +27,14 @@ def inputs_record(
             run_id=qmax.provenance.run_id,
             slug=qmax.slug,
             transport=qmax.transport,
+            weights=qmax.deployed_config.weights,
         ),
         ttotal_artifact=ArtifactRef(
             file=inputs.ttotal_name,
             run_id=ttotal.provenance.run_id,
             slug=ttotal.slug,
             transport=ttotal.transport,
+            weights=ttotal.weights,
         ),
     )
 
