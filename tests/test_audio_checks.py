@@ -134,6 +134,16 @@ def test_within_tolerance_is_not_short() -> None:
     assert reference.verdict(("a", "v"), slightly) is None
 
 
+def test_a_text_whose_answers_at_n1_differ_has_no_reference_length() -> None:
+    """Durations drawn rather than set by the text (a stochastic duration model): a later short
+    answer is that endpoint's normal, not a cut; silence is still judged."""
+    reference = reference_from([answer([SPEECH], "r0"), answer([SPEECH[: len(SPEECH) // 2]], "r1")])
+    assert reference.seconds == {}
+    half = answer([SPEECH[len(SPEECH) // 2 :]], "x")  # the speech, half as long
+    assert reference.verdict(("a", "v"), half) is None
+    assert reference.verdict(("a", "v"), answer([pcm((0.8, 0))], "q")) == AUDIO_SILENT
+
+
 def test_audible_time_is_the_first_chunk_above_the_silence_level() -> None:
     reference = reference_from([answer(split(SPEECH, 4), "r0")])
     judged = reference.judged(("a", "v"), answer(split(SPEECH, 4), "x"), is_reference=False)

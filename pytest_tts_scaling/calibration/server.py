@@ -348,7 +348,9 @@ class SerialStreamServer:
         lead = self.faults.lead_silence_s
         speech_s = first_s + lead
         rest = max(0.0, service_s - speech_s) / max(1, chunks - 1)
-        audio_s = service_s or self.service_s  # a batch sends all at once: nominal length
+        # The nominal length, whatever this request's service time: a text's audio does not
+        # change with how long it took to compute (random service times, a batch sent at once).
+        audio_s = self.service_s
         pieces = split_audio(answer_audio(audio_s, self.tone), chunks)
         timed = [(started + speech_s + i * rest, piece) for i, piece in enumerate(pieces)]
         if lead:

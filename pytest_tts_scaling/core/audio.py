@@ -84,7 +84,12 @@ class AudioReference:
     def from_answers(
         cls, answers: Iterable[tuple[TextKey, RequestRecord]]
     ) -> AudioReference | None:
-        """From the delivered answers at N=1 that carried levels; None when there were none."""
+        """From the delivered answers at N=1 that carried levels; None when there were none.
+
+        A text whose answers at N=1 already differ by more than the tolerance (an endpoint whose
+        durations are drawn, not determined by the text) has no reference length: its answers
+        are never `audio_short`.
+        """
         by_key: dict[TextKey, list[float]] = {}
         floors: list[int] = []
         peaks: list[int] = []
@@ -98,7 +103,11 @@ class AudioReference:
             return None
         level = min(floors)
         return cls(
-            seconds={key: statistics.median(values) for key, values in by_key.items()},
+            seconds={
+                key: statistics.median(values)
+                for key, values in by_key.items()
+                if min(values) >= (1 - TOLERANCE) * max(values)
+            },
             silence_level=level,
             audible=max(peaks, default=0) > audible_threshold(level),
         )
