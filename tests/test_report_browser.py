@@ -139,7 +139,8 @@ def test_source_example_plan_opens_on_its_verdict_and_thresholds(
     ):
         shutil.copy(SOURCE / name, tmp_path / name)
     shot = _shot(tmp_path, "source-plan.png")
-    assert main(["report", str(tmp_path / "plan-kokoro-82m.json"), "--screenshot", str(shot)]) == 0
+    plan = str(tmp_path / "plan-kokoro-82m.json")
+    assert main(["report", plan, "--artifacts-dir", str(tmp_path), "--screenshot", str(shot)]) == 0
     assert "first screen shows plan warn; plots thresholds" in capsys.readouterr().out
     screen = first_screen(tmp_path / "plan-kokoro-82m.html")
     _answer_in_view(screen, "plan warn", "thresholds")
