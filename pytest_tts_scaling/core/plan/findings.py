@@ -11,6 +11,7 @@ from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.core.plan.inputs import INVOCATION_LIMIT_S, REPEAT_SPREAD, PlanInputs
 from pytest_tts_scaling.core.schema import Finding, QmaxArtifact, TtotalArtifact, Verdict
 from pytest_tts_scaling.core.simulate import SimulationResult
+from pytest_tts_scaling.core.spelling import both_flags
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def config_match(f: Facts) -> Finding | None:
         "config_match",
         "warn",
         f"qmax was measured on {f.qmax.slug!r} and ttotal on {f.ttotal.slug!r} "
-        "(accepted by --allow-config-mismatch): T_total may not be this configuration's.",
+        f"(accepted by {both_flags('--allow-config-mismatch')}): T_total may not be this "
+        "configuration's.",
         "re-measure ttotal on the configuration qmax measured before deploying",
     )
 

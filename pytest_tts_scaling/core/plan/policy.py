@@ -18,6 +18,7 @@ from pytest_tts_scaling.core.plan.inputs import (
 from pytest_tts_scaling.core.plan.quantities import fleet_size, knee_concurrency, stage_durations
 from pytest_tts_scaling.core.schema import Finding
 from pytest_tts_scaling.core.simulate import diurnal_trace, simulate
+from pytest_tts_scaling.core.spelling import both_flags
 
 
 def threshold_units(f: Facts) -> Finding:
@@ -213,7 +214,8 @@ def scale_in_safety(f: Facts) -> Finding:
             "over the scale-out threshold (2 -> 1 doubles the survivor's load); the "
             f"{f.policy.scale_in_cooldown_s:g} s cooldown damps that oscillation but cannot "
             "remove it.",
-            f"raise --min-floor to {f.min_safe} if quiet-hour capacity is affordable",
+            f"raise {both_flags('--min-floor')} to {f.min_safe} if quiet-hour capacity is "
+            "affordable",
         )
     return make_finding("scale_in_safety", "ok", detail, "none")
 
@@ -262,7 +264,7 @@ def fleet_cost(f: Facts) -> Finding:
             "warn",
             detail + " min_instances equals max_instances: there is nothing to scale, and the "
             "infra will leave autoscaling out.",
-            "lower --min-floor or check --peak-rps",
+            f"lower {both_flags('--min-floor')} or check {both_flags('--peak-rps')}",
         )
     return make_finding(
         "fleet_cost",
