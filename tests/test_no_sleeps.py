@@ -34,7 +34,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "the fake engine's synthesis time (its latency); the poll interval of wait_closed",
     ),
     "container/tests/test_container_device.py": (2, "poll intervals of a bounded wait on /ping"),
-    "container/tests/test_container_speech.py": (1, "the poll interval of a bounded wait on /ping"),
     "container/tests/test_container_e2e.py": (
         3,
         "poll intervals of bounded waits on /ping and the server's log; pings spread over a run",

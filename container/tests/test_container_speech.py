@@ -8,7 +8,6 @@ import io
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from container_fake_server import wait_until_ready
 from container_fakes import post, running
 from speech_checks import FRAME_SAMPLES, mel_correlation, onnx_session, onnx_speak, torch_speak
 from tts_container import trained_model
@@ -103,16 +103,7 @@ def tts_serve(env: dict[str, str], logs: Path) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            assert process.poll() is None, logs.read_text()
-            assert time.monotonic() < deadline, logs.read_text()
-            try:
-                if httpx.get(url + "/ping", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+        wait_until_ready(url, lambda: process.poll() is None, START_TIMEOUT_S, str(logs))
         yield url
     finally:
         process.terminate()
