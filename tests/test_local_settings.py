@@ -25,3 +25,33 @@ def test_without_those_variables_nothing_is_added(monkeypatch: pytest.MonkeyPatc
     for name in RECORDED_SETTINGS:
         monkeypatch.delenv(name, raising=False)
     assert LocalServer().env == {}
+
+
+def test_forced_durations_reach_the_artifact_and_the_missed_segments_are_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With FORCE_DURATIONS the artifact's config records the file, and on stop the local endpoint
+    prints the server's forced and missed counts and names (a few of) the missed segments."""
+    import httpx
+
+    monkeypatch.setenv("WEIGHTS", "untrained")
+    monkeypatch.setenv("FORCE_DURATIONS", "/data/trained-durations.json")
+    said: list[str] = []
+    server = LocalServer(log=said.append)
+    assert server.env["FORCE_DURATIONS"] == "/data/trained-durations.json"
+    missed = [
+        f"WARNING forced durations: segment not in d.json (not recorded), ...: phonemes 'a{i}'"
+        for i in range(7)
+    ]
+    server.lines = [(0.0, "INFO ready"), *((0.0, line) for line in missed)]
+    headers = {"X-TTS-Durations-Forced": "120", "X-TTS-Durations-Missed": "7"}
+    monkeypatch.setattr(httpx, "get", lambda url, timeout: httpx.Response(200, headers=headers))
+    server._report_forced_durations()
+    assert said[0].startswith("tts-scaling: trained durations forced for 120 segments; 7 segments")
+    assert said[1:6] == [f"tts-scaling: {line}" for line in missed[:5]]
+    assert said[6] == "tts-scaling: ... and 2 more"
+
+    said.clear()
+    monkeypatch.setattr(httpx, "get", lambda url, timeout: httpx.Response(200))
+    server._report_forced_durations()  # a server without forced durations: nothing said
+    assert said == []

@@ -88,28 +88,14 @@ def onnx_speak(
 def torch_speak(
     model: Any, ids: list[int], style: Any, speed: float = 1.0, durations: Any = None
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """KModel's audio and durations, as `KModel.forward_with_tokens` computes them, or with
-    ``durations`` (one per token, boundaries included) forced in place of its own."""
+    """KModel's audio and durations, as the container's forward computes them, or with
+    ``durations`` (one per token, boundaries included) forced in place of its own: the container's
+    own forcing (`forward_tokens`, what ``FORCE_DURATIONS`` runs)."""
     import torch
+    from tts_container.kokoro_batch import forward_tokens
 
+    ref_s = torch.as_tensor(np.asarray(style, dtype=np.float32).reshape(1, 256))
+    forced = None if durations is None else [[int(d) for d in durations]]
     with torch.inference_mode():
-        input_ids = torch.tensor([[0, *ids, 0]], dtype=torch.long)
-        ref_s = torch.as_tensor(np.asarray(style, dtype=np.float32).reshape(1, 256))
-        lengths = torch.tensor([input_ids.shape[1]])
-        text_mask = torch.zeros_like(input_ids, dtype=torch.bool)
-        bert_dur = model.bert(input_ids, attention_mask=(~text_mask).int())
-        d_en = model.bert_encoder(bert_dur).transpose(-1, -2)
-        s = ref_s[:, 128:]
-        d = model.predictor.text_encoder(d_en, s, lengths, text_mask)
-        x, _ = model.predictor.lstm(d)
-        duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(dim=-1) / speed
-        own = torch.round(duration).clamp(min=1).long().squeeze(0)
-        used = own if durations is None else torch.as_tensor(durations, dtype=torch.long)
-        indices = torch.repeat_interleave(torch.arange(input_ids.shape[1]), used)
-        alignment = torch.zeros((input_ids.shape[1], indices.shape[0]))
-        alignment[indices, torch.arange(indices.shape[0])] = 1
-        en = d.transpose(-1, -2) @ alignment[None]
-        f0, noise = model.predictor.F0Ntrain(en, s)
-        t_en = model.text_encoder(input_ids, lengths, text_mask)
-        audio = model.decoder(t_en @ alignment[None], f0, noise, ref_s[:, :128]).squeeze()
-    return audio.numpy().astype(np.float32), own.numpy().astype(np.int64)
+        [audio], [own] = forward_tokens(model, [ids], ref_s, [speed], forced)
+    return audio.cpu().numpy().astype(np.float32), own.numpy().astype(np.int64)

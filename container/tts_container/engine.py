@@ -22,11 +22,12 @@ import numpy.typing as npt
 from tts_container.device import check_device
 from tts_container.request import SynthesisRequest
 from tts_container.segmenter import cut_long, split_segments
-from tts_container.settings import TRAINED_MODEL_DIR_LABEL, UNTRAINED_LABEL, Settings
+from tts_container.settings import TRAINED_MODEL_DIR_LABEL, UNTRAINED_FORCED_LABEL, Settings
 
 if TYPE_CHECKING:
     import torch
 
+    from tts_container.forced_durations import ForcedDurations
     from tts_container.g2p import G2P
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,8 @@ class KokoroEngine:
     """Kokoro-82M through the ``kokoro`` package's `KModel`, with G2P per segment.
 
     A batch of one runs kokoro's own path (`KPipeline.infer`); a larger one runs one padded,
-    masked forward (`tts_container.kokoro_batch`).
+    masked forward (`tts_container.kokoro_batch`), as does every batch with ``forced`` durations
+    (kokoro's path takes none).
     """
 
     sample_rate = KOKORO_SAMPLE_RATE
@@ -191,6 +193,7 @@ class KokoroEngine:
         *,
         first_segment_words: int = 6,
         weights_label: str = TRAINED_MODEL_DIR_LABEL,
+        forced: ForcedDurations | None = None,
     ) -> None:
         self._model = model
         self._voice_packs = voice_packs
@@ -198,11 +201,12 @@ class KokoroEngine:
         self._g2p = g2p
         self._vocab: dict[str, int] = model.vocab
         self.first_segment_words = first_segment_words
-        self.weights_label = weights_label
+        self.forced = forced
+        self.weights_label = UNTRAINED_FORCED_LABEL if forced is not None else weights_label
 
     @property
     def untrained(self) -> bool:
-        return self.weights_label == UNTRAINED_LABEL
+        return self.weights_label.startswith("untrained")
 
     @property
     def voices(self) -> VoiceSet:
@@ -226,6 +230,11 @@ class KokoroEngine:
         from tts_container.g2p import load_g2p
         from tts_container.model_files import check_weight_keys, resolve_model_files
 
+        forced = None
+        if settings.force_durations is not None:
+            from tts_container.forced_durations import ForcedDurations
+
+            forced = ForcedDurations.load(settings.force_durations)
         files = resolve_model_files(settings)
         check_weight_keys(files.weights)
         if files.untrained:
@@ -255,12 +264,22 @@ class KokoroEngine:
             files.label,
             ", ".join(voice_packs),
         )
+        if forced is not None:
+            log.info(
+                "weights: %s: %d segments' durations of %s (sha256 %s) forced from %s",
+                UNTRAINED_FORCED_LABEL,
+                len(forced.segments),
+                forced.weights,
+                forced.weights_sha256,
+                forced.source,
+            )
         return cls(
             model,
             voice_packs,
             load_g2p(),
             first_segment_words=settings.first_segment_words,
             weights_label=files.label,
+            forced=forced,
         )
 
     def phoneme_pieces(self, request: SynthesisRequest) -> Iterator[str]:
@@ -289,7 +308,7 @@ class KokoroEngine:
         import torch
 
         with torch.inference_mode():
-            if len(batch) == 1:
+            if len(batch) == 1 and self.forced is None:
                 from kokoro import KPipeline
 
                 piece = batch[0]
@@ -299,11 +318,15 @@ class KokoroEngine:
             else:
                 from tts_container.kokoro_batch import forward_batch
 
+                forced = self.forced
                 audios = forward_batch(
                     self._model,
                     [p.phonemes for p in batch],
                     [self._voice_packs[p.voice] for p in batch],
                     [p.speed for p in batch],
+                    None
+                    if forced is None
+                    else [forced.lookup(p.voice, p.speed, p.phonemes) for p in batch],
                 )
         return [
             trim_edges(a.detach().cpu().numpy().astype(np.float32, copy=False), piece)

@@ -112,18 +112,40 @@ def forward_batch(
     phonemes: Sequence[str],
     voice_packs: Sequence[torch.Tensor],
     speeds: Sequence[float],
+    durations: Sequence[Sequence[int] | None] | None = None,
 ) -> list[torch.Tensor]:
-    """The audio of each phoneme string (known symbols only), as `KPipeline.infer` makes it."""
+    """The audio of each phoneme string (known symbols only), as `KPipeline.infer` makes it;
+    where ``durations`` gives a row (frames per token, boundary tokens included), those frames
+    replace the duration predictor's."""
+    ids = [[model.vocab[p] for p in ps] for ps in phonemes]
+    ref_s = torch.cat([pack[len(ps) - 1] for ps, pack in zip(phonemes, voice_packs, strict=True)])
+    audio, _ = forward_tokens(model, ids, ref_s, speeds, durations)
+    return audio
+
+
+@torch.no_grad()
+def forward_tokens(
+    model: Any,
+    ids: Sequence[Sequence[int]],
+    ref_s: torch.Tensor,
+    speeds: Sequence[float],
+    durations: Sequence[Sequence[int] | None] | None = None,
+    *,
+    decode: bool = True,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Each item's audio and the durations its predictor gave (one per token, the boundary zeros
+    included), from token ids without the boundaries and style rows ``ref_s`` [B, 256]; a row of
+    ``durations`` is used in place of its predicted one (the conversion test forces the export's,
+    ``FORCE_DURATIONS`` the trained model's). ``decode=False``: the durations alone (cheap)."""
     _install_hooks(model)
     device = model.device
-    ids = [[0, *(model.vocab[p] for p in ps), 0] for ps in phonemes]
-    token_lengths = torch.tensor([len(i) for i in ids], device=device)
+    rows = [[0, *item, 0] for item in ids]
+    token_lengths = torch.tensor([len(i) for i in rows], device=device)
     width = int(token_lengths.max())
-    input_ids = torch.zeros((len(ids), width), dtype=torch.long, device=device)
-    for row, item in enumerate(ids):
+    input_ids = torch.zeros((len(rows), width), dtype=torch.long, device=device)
+    for row, item in enumerate(rows):
         input_ids[row, : len(item)] = torch.tensor(item, device=device)
-    ref_s = torch.cat([pack[len(ps) - 1] for ps, pack in zip(phonemes, voice_packs, strict=True)])
-    ref_s = ref_s.to(device)
+    ref_s = ref_s.reshape(len(rows), -1).to(device)
     speed = torch.tensor(list(speeds), device=device, dtype=torch.float32)
     text_mask = torch.arange(width, device=device)[None, :] >= token_lengths[:, None]
 
@@ -134,12 +156,23 @@ def forward_batch(
     d = model.predictor.text_encoder(d_en, s, token_lengths, text_mask)
     x = _packed_lstm(model.predictor.lstm, d, token_lengths)
     duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(dim=-1) / speed[:, None]
-    pred_dur = torch.round(duration).clamp(min=1).long()
-    pred_dur = pred_dur.masked_fill(text_mask, 0)
+    predicted = torch.round(duration).clamp(min=1).long().masked_fill(text_mask, 0)
+    own = [predicted[row, : len(item)].cpu() for row, item in enumerate(rows)]
+    if not decode:
+        return [], own
+    pred_dur = predicted.clone()
+    for row, forced in enumerate(durations or ()):
+        if forced is not None:
+            if len(forced) != len(rows[row]):
+                raise ValueError(
+                    f"durations row {row} has {len(forced)} values; its tokens are "
+                    f"{len(rows[row])} (boundaries included)"
+                )
+            pred_dur[row, : len(forced)] = torch.as_tensor(list(forced), device=device)
     frames = pred_dur.sum(-1)
     max_frames = int(frames.max())
-    alignment = torch.zeros((len(ids), width, max_frames), device=device)
-    for row in range(len(ids)):
+    alignment = torch.zeros((len(rows), width, max_frames), device=device)
+    for row in range(len(rows)):
         tokens = int(token_lengths[row])
         indices = torch.repeat_interleave(
             torch.arange(tokens, device=device), pred_dur[row, :tokens]
@@ -152,7 +185,7 @@ def forward_batch(
     _batch.frames, _batch.max_frames = frames, max_frames
     try:
         f0, noise = _f0n(model.predictor, en, s, frames)
-        return _decode(model.decoder, asr, f0, noise, ref_s[:, :128], frames)
+        return _decode(model.decoder, asr, f0, noise, ref_s[:, :128], frames), own
     finally:
         _batch.frames = None
 

@@ -22,6 +22,7 @@ WEIGHTS = ("trained", "untrained")
 TRAINED_PACKAGED_LABEL = "trained (int8-derived v1.0)"
 TRAINED_MODEL_DIR_LABEL = "trained (model dir)"
 UNTRAINED_LABEL = "untrained (development)"
+UNTRAINED_FORCED_LABEL = "untrained (development) with trained durations"
 SYNTHETIC_LABEL = "synthetic"
 MAX_SHUTDOWN_DRAIN_S = 25.0  # + the cut and the close (3 s) stays under SageMaker's 30 s
 
@@ -52,6 +53,10 @@ class Settings:
     # WEIGHTS (or --weights): trained (Kokoro-82M v1.0, converted once from the int8 export the
     # model packages carry) or untrained (the development model: noise at the real model's cost).
     weights: str = "trained"
+    # FORCE_DURATIONS (or --force-durations): a file of the trained model's per-token durations
+    # (benchmarks/record_durations.py), forced into the untrained model (weights=untrained only)
+    # so its decoder computes the trained model's frames; labelled "with trained durations".
+    force_durations: Path | None = None
     # DEVICE: auto (cuda when available, else cpu), cpu or cuda.
     device: str = "auto"
     # FIRST_SEGMENT_WORDS: the most words in the first synthesized segment (time to first audio).
@@ -120,6 +125,13 @@ class Settings:
             raise SettingsError(
                 "weights=untrained and a model directory exclude each other: give one of them"
             )
+        if self.force_durations is not None and (
+            self.weights != "untrained" or self.engine != "kokoro"
+        ):
+            raise SettingsError(
+                "force_durations is for the untrained model only (weights=untrained, "
+                f"engine=kokoro), got weights={self.weights}, engine={self.engine}"
+            )
         if self.batch_max < 1:
             raise SettingsError(f"batch_max must be >= 1, got {self.batch_max}")
         for name in _NON_NEGATIVE_FLOATS:
@@ -173,7 +185,11 @@ class Settings:
         raw = env.get("FAULT_GARBLE_BATCHES", "").strip()
         if raw:
             values["fault_garble_batches"] = _parse_flag("FAULT_GARBLE_BATCHES", raw)
-        for name, variable in (("model_dir", "MODEL_DIR"), ("cache_dir", "TTS_CACHE_DIR")):
+        for name, variable in (
+            ("model_dir", "MODEL_DIR"),
+            ("cache_dir", "TTS_CACHE_DIR"),
+            ("force_durations", "FORCE_DURATIONS"),
+        ):
             raw = env.get(variable, "").strip()
             if raw:
                 values[name] = Path(raw).expanduser()
@@ -191,7 +207,7 @@ class Settings:
         if self.model_dir is not None:
             return TRAINED_MODEL_DIR_LABEL
         if self.weights == "untrained":
-            return UNTRAINED_LABEL
+            return UNTRAINED_LABEL if self.force_durations is None else UNTRAINED_FORCED_LABEL
         if holds_model(SAGEMAKER_MODEL_DIR):
             return TRAINED_MODEL_DIR_LABEL
         return TRAINED_PACKAGED_LABEL

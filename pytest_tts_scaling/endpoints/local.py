@@ -27,11 +27,15 @@ from pytest_tts_scaling.load.host import CoreSplit, usable_cores
 # Converting the trained model (or building the development model) the first time takes a while
 # on 2 cores; later starts reuse it.
 READY_TIMEOUT_S = 600.0
+# The container's log line naming a segment its FORCE_DURATIONS file lacked; a few are repeated.
+MISSED_SEGMENT_LOG = "forced durations: segment not in"
+MISSED_SEGMENTS_SHOWN = 5
 # The container's settings that change what is measured (which engine, which scheduler): the
 # server inherits them from this environment, so the artifact's container_env records them.
 RECORDED_SETTINGS = (
     "ENGINE",
     "WEIGHTS",
+    "FORCE_DURATIONS",
     "SCHEDULER",
     "BATCH_MAX",
     "BATCH_WAIT_MS",
@@ -160,6 +164,7 @@ class LocalServer:
         if self.process is None:
             return
         if self.process.poll() is None:
+            self._report_forced_durations()
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=STOP_TIMEOUT_S)
@@ -170,6 +175,26 @@ class LocalServer:
             self._reader.join(timeout=5)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+    def _report_forced_durations(self) -> None:
+        """With FORCE_DURATIONS, how many segments ran on the trained durations and how many
+        the file lacked (the server's log names each of those)."""
+        try:
+            headers = httpx.get(f"{self.base_url}/ping", timeout=2.0).headers
+        except httpx.HTTPError:
+            return
+        missed = headers.get("x-tts-durations-missed")
+        if missed is not None:
+            self.log(
+                f"tts-scaling: trained durations forced for "
+                f"{headers.get('x-tts-durations-forced')} segments; {missed} segments not in "
+                "the FORCE_DURATIONS file ran on the untrained model's own durations"
+            )
+            named = [line for _, line in self.lines if MISSED_SEGMENT_LOG in line]
+            for line in named[:MISSED_SEGMENTS_SHOWN]:
+                self.log(f"tts-scaling: {line}")
+            if len(named) > MISSED_SEGMENTS_SHOWN:
+                self.log(f"tts-scaling: ... and {len(named) - MISSED_SEGMENTS_SHOWN} more")
 
     def __enter__(self) -> LocalServer:
         self.log(
