@@ -5,15 +5,26 @@ ask for, which the English reading of the same text (the wrong frontend) does no
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import numpy as np
 import pytest
 from speech_checks import tts_serve
 from tts_container import trained_model
-from tts_container.g2p import G2P, JAPANESE_INSTALL, japanese_frontend_missing, load_japanese_g2p
+from tts_container.engine import KokoroEngine
+from tts_container.g2p import (
+    G2P,
+    JAPANESE_INSTALL,
+    japanese_frontend_missing,
+    load_g2p,
+    load_japanese_g2p,
+)
+from tts_container.model_files import packaged_config
+from tts_container.request import SynthesisRequest
 
 _missing_frontend = japanese_frontend_missing()
 if _missing_frontend:
@@ -92,6 +103,27 @@ def test_japanese_text_gets_japanese_phonemes(japanese_g2p: G2P) -> None:
         assert vowels <= JAPANESE_VOWELS, (text, phonemes)
         assert not set(phonemes) & ENGLISH_ONLY, (text, phonemes)
         assert phoneme_morae(phonemes) == pytest.approx(morae(text), rel=0.2), (text, phonemes)
+
+
+def test_japanese_text_is_read_whole_then_segmented_and_a_voice_never_switches(
+    japanese_g2p: G2P,
+) -> None:
+    """Two sentences without a space between them become two pieces of Japanese phonemes; the
+    same text in a jf voice without lang_code goes to the English G2P."""
+    vocab = json.loads(packaged_config().read_text(encoding="utf-8"))["vocab"]
+    engine = KokoroEngine(
+        SimpleNamespace(vocab=vocab),
+        {"jf_alpha": None, "jm_kumo": None},
+        load_g2p(prefer_misaki=False),
+        japanese_g2p=japanese_g2p,
+    )
+    text = "お電話ありがとうございます。少々お待ちください。"
+    japanese = list(engine.pieces(SynthesisRequest("ja", text, voice="jf_alpha", lang_code="j")))
+    assert len(japanese) == 2, japanese
+    assert all(set(p.phonemes) & JAPANESE_VOWELS for p in japanese), japanese
+    assert not any(set(p.phonemes) & ENGLISH_ONLY for p in japanese), japanese
+    english = list(engine.pieces(SynthesisRequest("en", text, voice="jf_alpha")))
+    assert all(set(p.phonemes) & ENGLISH_ONLY for p in english), english
 
 
 def test_a_japanese_request_speaks_japanese_with_the_jf_voices(
