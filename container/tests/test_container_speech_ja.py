@@ -110,10 +110,13 @@ def test_japanese_text_is_read_whole_then_segmented_and_a_voice_never_switches(
 ) -> None:
     """Two sentences without a space between them become two pieces of Japanese phonemes; the
     same text in a jf voice without lang_code goes to the English G2P."""
+    import torch
+
     vocab = json.loads(packaged_config().read_text(encoding="utf-8"))["vocab"]
+    pack = torch.zeros((510, 1, 256))  # pieces() only names the voice
     engine = KokoroEngine(
         SimpleNamespace(vocab=vocab),
-        {"jf_alpha": None, "jm_kumo": None},
+        {"jf_alpha": pack, "jm_kumo": pack},
         load_g2p(prefer_misaki=False),
         japanese_g2p=japanese_g2p,
     )
