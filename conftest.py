@@ -18,6 +18,7 @@ E2E_MODULES = frozenset(
         "container/tests/test_container_dev_model.py",
         "container/tests/test_container_e2e.py",
         "container/tests/test_container_speech.py",
+        "container/tests/test_container_speech_ja.py",
         "container/tests/test_container_trained_conversion.py",
         "tests/aws/test_fleet_sagemaker.py",
         "tests/aws/test_walkthrough.py",

@@ -11,7 +11,7 @@ import io
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +43,10 @@ class FakeEngine:
         delay_s: float = 0.0,
         fail_at: int | None = None,
         hold: threading.Event | None = None,
+        unavailable_languages: Mapping[str, str] | None = None,
     ) -> None:
         self._voices = tuple(voices)
+        self._unavailable_languages = dict(unavailable_languages or {})
         self.segments = segments
         self.samples = samples
         self.delay_s = delay_s
@@ -59,6 +61,10 @@ class FakeEngine:
     @property
     def voices(self) -> Sequence[str]:
         return self._voices
+
+    @property
+    def unavailable_languages(self) -> Mapping[str, str]:
+        return self._unavailable_languages
 
     def pieces(self, request: SynthesisRequest) -> Iterator[tuple[str, int]]:
         """``segments`` pieces; ``closed`` is set when the scheduler is done with the request."""

@@ -1,21 +1,30 @@
 """Comparing audio the way speech is heard: log-mel spectra (phase-blind), durations, transcripts.
 
 torch's sine generator adds a random phase and noise the ONNX export lacks, and a duration may
-round one frame differently, so waveforms are never compared sample by sample.
+round one frame differently, so waveforms are never compared sample by sample. `tts_serve` runs
+the real server for the tests that go over HTTP.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from container_fake_server import wait_until_ready
 
 SAMPLE_RATE = 24000
 N_FFT = 1024
 HOP = 256
 N_MELS = 80
 FRAME_SAMPLES = 600  # one Kokoro duration frame: 25 ms at 24 kHz
+START_TIMEOUT_S = 300.0  # a tts-serve start (it may convert the trained model first)
 DURATION_OUTPUT = "/encoder/Clip_output_0"  # the export's per-token durations, clamped to >= 1
 
 
@@ -99,3 +108,31 @@ def torch_speak(
     with torch.inference_mode():
         [audio], [own] = forward_tokens(model, [ids], ref_s, [speed], forced)
     return audio.cpu().numpy().astype(np.float32), own.numpy().astype(np.int64)
+
+
+@contextmanager
+def tts_serve(env: dict[str, str], logs: Path) -> Iterator[str]:
+    """``tts-serve`` on a free port with ``env``; its base URL once /ping answers 200."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    executable = Path(sys.executable).with_name("tts-serve")
+    full_env = {**os.environ, "DEVICE": "cpu", "PYTHONUNBUFFERED": "1", **env}
+    full_env.pop("MODEL_DIR", None)
+    with open(logs, "wb") as log:
+        process = subprocess.Popen(
+            [str(executable), "--port", str(port)], stdout=log, stderr=log, env=full_env
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(url, lambda: process.poll() is None, START_TIMEOUT_S, str(logs))
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)

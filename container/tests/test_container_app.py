@@ -169,6 +169,8 @@ BAD_INPUTS = [
     pytest.param({"text": "a", "speed": "fast"}, {}, 422, "invalid_speed", id="speed-string"),
     pytest.param({"text": "a", "speed": True}, {}, 422, "invalid_speed", id="speed-bool"),
     pytest.param({"text": "a", "format": "mp3"}, {}, 422, "invalid_format", id="format-mp3"),
+    pytest.param({"text": "a", "lang_code": "x"}, {}, 422, "invalid_lang_code", id="lang-unknown"),
+    pytest.param({"text": "a", "lang_code": ["j"]}, {}, 422, "invalid_lang_code", id="lang-list"),
     pytest.param(
         {"text": "a", "request_id": "has space"}, {}, 422, "invalid_request_id", id="bad-id"
     ),
@@ -215,6 +217,37 @@ def test_speed_bounds_are_inclusive(make_app: AppFactory) -> None:
             response = client.post("/invocations", json={"text": "Hi.", "speed": speed})
             assert response.status_code == 200
     assert [r.speed for r in engine.requests[1:]] == [0.5, 2.0, 1.0]
+
+
+def test_lang_code_picks_the_reading_and_the_voice_never_does(make_app: AppFactory) -> None:
+    """jm_kumo is the English voice: a jf_/jm_ voice without lang_code is read as English."""
+    app, engine, _ = make_app(FakeEngine(voices=("jf_alpha", "jm_kumo")))
+    with TestClient(app) as client:
+        assert app.state.tts.ready_event.wait(10)
+        for payload in (
+            {"text": "Hi.", "voice": "jf_alpha"},
+            {"text": "Hi.", "voice": "jm_kumo", "lang_code": None},
+            {"text": "こんにちは。", "voice": "jf_alpha", "lang_code": "j"},
+        ):
+            assert client.post("/invocations", json=payload).status_code == 200
+    assert [r.lang_code for r in engine.requests[1:]] == ["a", "a", "j"]
+
+
+def test_a_language_without_its_frontend_is_a_4xx_naming_what_to_install(
+    make_app: AppFactory,
+) -> None:
+    install = "pip install 'tts-container[ja]'"
+    app, engine, _ = make_app(FakeEngine(unavailable_languages={"j": install}))
+    with TestClient(app) as client:
+        assert app.state.tts.ready_event.wait(10)
+        refused = client.post("/invocations", json={"text": "こんにちは。", "lang_code": "j"})
+        # phonemes need no frontend
+        spoken = client.post("/invocations", json={"phonemes": "koɴɲiʨiβa.", "lang_code": "j"})
+    assert refused.status_code == 422
+    assert refused.json()["error"] == "language_unavailable"
+    assert install in refused.json()["detail"]
+    assert spoken.status_code == 200
+    assert [r.phonemes for r in engine.requests[1:]] == ["koɴɲiʨiβa."]
 
 
 def test_unknown_paths_and_methods_answer_json(make_app: AppFactory) -> None:

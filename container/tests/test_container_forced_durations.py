@@ -133,3 +133,30 @@ def test_ping_counts_forced_and_missed_segments(make_app: AppFactory) -> None:
     headers = asyncio.run(scenario())
     assert headers["x-tts-durations-missed"] == "1"
     assert headers["x-tts-durations-forced"] == "0"
+
+
+def test_the_recorded_file_covers_every_segment_of_the_workload(dev_model_cache: Path) -> None:
+    """Every text and voice the kokoro-82m workload can send (and the warm-up), segmented as the
+    container segments them, is in the file: a change of G2P or segmenting that makes the file
+    stale fails here (re-record with benchmarks/record_durations.py)."""
+    from tts_container.app import WARMUP_TEXT
+    from tts_container.engine import KokoroEngine
+    from tts_container.request import SynthesisRequest
+
+    from pytest_tts_scaling.load.scenario import load_scenario, resolve
+    from pytest_tts_scaling.load.workload import Workload
+
+    settings = Settings(
+        cache_dir=dev_model_cache, weights="untrained", device="cpu", force_durations=RECORDED
+    )
+    engine = KokoroEngine.load(settings)
+    forced = engine.forced
+    assert forced is not None
+    workload = Workload.from_scenario(load_scenario(resolve("kokoro-82m", [])), model="m")
+    requests = [(WARMUP_TEXT, settings.default_voice)]
+    requests += [(text, voice) for text in workload.texts for voice in workload.voices]
+    for text, voice in requests:
+        for piece in engine.pieces(SynthesisRequest(request_id="r", text=text, voice=voice)):
+            forced.lookup(piece.voice, piece.speed, piece.phonemes)
+    assert forced.missed == 0, forced.headers()
+    assert forced.forced > len(workload.texts)

@@ -6,20 +6,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
-from container_fake_server import wait_until_ready
 from container_fakes import post, running
-from speech_checks import FRAME_SAMPLES, mel_correlation, onnx_session, onnx_speak, torch_speak
+from speech_checks import (
+    FRAME_SAMPLES,
+    mel_correlation,
+    onnx_session,
+    onnx_speak,
+    torch_speak,
+    tts_serve,
+)
 from tts_container import trained_model
 from tts_container.app import create_app
 from tts_container.engine import KokoroEngine, KokoroPiece, synthesize_all
@@ -49,7 +50,6 @@ SENTENCES = [
     "The children went to the park after school.",
 ]
 VOICE = "jm_kumo"
-START_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 120.0
 
 
@@ -88,34 +88,6 @@ def test_the_conversion_speaks_like_the_export(engine: KokoroEngine, no_noise: N
         correlation = mel_correlation(forced, reference)
         assert correlation >= 0.98, (text, correlation)
     assert close / tokens >= 0.95, (close, tokens)
-
-
-@contextmanager
-def tts_serve(env: dict[str, str], logs: Path) -> Iterator[str]:
-    """``tts-serve`` on a free port with ``env``; its base URL once /ping answers 200."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    executable = Path(sys.executable).with_name("tts-serve")
-    full_env = {**os.environ, "DEVICE": "cpu", "PYTHONUNBUFFERED": "1", **env}
-    full_env.pop("MODEL_DIR", None)
-    with open(logs, "wb") as log:
-        process = subprocess.Popen(
-            [str(executable), "--port", str(port)], stdout=log, stderr=log, env=full_env
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(url, lambda: process.poll() is None, START_TIMEOUT_S, str(logs))
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
 
 
 def _speak_over_http(url: str, voice: str) -> tuple[str, list[tuple[str, str]]]:

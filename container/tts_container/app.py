@@ -279,6 +279,7 @@ async def invocations(request: Request) -> Response:
         synthesis = parse_request(
             payload,
             voices=engine.voices,
+            unavailable_languages=engine.unavailable_languages,
             default_voice=state.settings.default_voice,
             max_text_chars=state.settings.max_text_chars,
             fallback_request_id=fallback_id,

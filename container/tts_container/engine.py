@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import warnings
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,6 +48,11 @@ class Engine(Protocol):
 
     @property
     def sample_rate(self) -> int: ...
+
+    @property
+    def unavailable_languages(self) -> Mapping[str, str]:
+        """Language codes whose text this engine cannot read here, each with what to install."""
+        ...
 
     def pieces(self, request: SynthesisRequest) -> Iterator[Any]:
         """The request's segments, prepared for ``synthesize``, lazily: one per step."""
@@ -193,12 +198,14 @@ class KokoroEngine:
         *,
         first_segment_words: int = 6,
         weights_label: str = TRAINED_MODEL_DIR_LABEL,
+        japanese_g2p: G2P | None = None,
         forced: ForcedDurations | None = None,
     ) -> None:
         self._model = model
         self._voice_packs = voice_packs
         self._voices = VoiceSet(tuple(voice_packs))
         self._g2p = g2p
+        self._japanese_g2p = japanese_g2p
         self._vocab: dict[str, int] = model.vocab
         self.first_segment_words = first_segment_words
         self.forced = forced
@@ -211,6 +218,12 @@ class KokoroEngine:
     @property
     def voices(self) -> VoiceSet:
         return self._voices
+
+    @property
+    def unavailable_languages(self) -> Mapping[str, str]:
+        from tts_container.g2p import JAPANESE_INSTALL
+
+        return {} if self._japanese_g2p is not None else {"j": JAPANESE_INSTALL}
 
     @property
     def device(self) -> str:
@@ -227,7 +240,7 @@ class KokoroEngine:
         if on_framework_init is not None:
             on_framework_init()
 
-        from tts_container.g2p import load_g2p
+        from tts_container.g2p import load_g2p, load_japanese_g2p
         from tts_container.model_files import check_weight_keys, resolve_model_files
 
         forced = None
@@ -279,13 +292,25 @@ class KokoroEngine:
             load_g2p(),
             first_segment_words=settings.first_segment_words,
             weights_label=files.label,
+            japanese_g2p=load_japanese_g2p(),
             forced=forced,
         )
 
     def phoneme_pieces(self, request: SynthesisRequest) -> Iterator[str]:
-        """Phoneme strings of at most 510 known symbols, the first one short; G2P per segment."""
-        for segment in split_segments(request.source, self.first_segment_words, MAX_SEGMENT_CHARS):
-            phonemes = segment if request.phonemes is not None else self._g2p(segment)
+        """Phoneme strings of at most 510 known symbols, the first one short; G2P per segment.
+
+        Japanese text is read whole first (it has no spaces between words for the segmenter);
+        its phonemes have, so they are segmented like a request's own phonemes.
+        """
+        source, g2p = request.source, None if request.phonemes is not None else self._g2p
+        if g2p is not None and request.lang_code == "j":
+            if self._japanese_g2p is None:  # parse_request refuses such a request
+                raise ValueError(
+                    f"lang_code 'j' needs the Japanese frontend; {self.unavailable_languages['j']}"
+                )
+            source, g2p = self._japanese_g2p(source), None
+        for segment in split_segments(source, self.first_segment_words, MAX_SEGMENT_CHARS):
+            phonemes = segment if g2p is None else g2p(segment)
             known = "".join(symbol for symbol in phonemes if symbol in self._vocab)
             for piece in cut_long(known, MAX_PHONEMES):
                 if piece.strip():

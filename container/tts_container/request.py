@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +25,8 @@ INT_MAX_DIGITS = 18  # longer integer literals are read as floats (no int conver
 VALUE_MAX_CHARS = 60  # of a client value quoted in a detail
 
 AudioFormat = Literal["pcm", "wav"]
+# Kokoro's language codes the container reads text in.
+LANGUAGES = {"a": "American English", "j": "Japanese"}
 
 
 class RequestError(Exception):
@@ -59,6 +61,9 @@ class SynthesisRequest:
     voice: str = "af_heart"
     speed: float = 1.0
     format: AudioFormat = "pcm"
+    # Kokoro's language code: how the text is read ('a' American English, 'j' Japanese). The voice
+    # never sets it (jm_kumo, a Japanese pack, is the English voice).
+    lang_code: str = "a"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -181,8 +186,13 @@ def parse_request(
     max_text_chars: int,
     fallback_request_id: str | None = None,
     formats: Collection[str] = FORMATS,
+    unavailable_languages: Mapping[str, str] | None = None,
 ) -> SynthesisRequest:
-    """Validate ``payload`` into a `SynthesisRequest`, or raise `RequestError` naming the field."""
+    """Validate ``payload`` into a `SynthesisRequest`, or raise `RequestError` naming the field.
+
+    ``unavailable_languages``: language codes the engine cannot read here, each with what to
+    install (a request in one is refused, never read with another language's G2P).
+    """
     raw_id = payload.get("request_id")
     if raw_id is not None and not is_valid_request_id(raw_id):
         raise RequestError(
@@ -263,6 +273,23 @@ def parse_request(
             f"format must be one of {', '.join(formats)}, got {_quote(audio_format)}",
         )
 
+    lang_code = payload.get("lang_code", "a")
+    if lang_code is None:
+        lang_code = "a"
+    if not isinstance(lang_code, str) or lang_code not in LANGUAGES:
+        known = ", ".join(f"'{code}' ({name})" for code, name in LANGUAGES.items())
+        raise fail(
+            422, "invalid_lang_code", f"lang_code must be one of {known}, got {_quote(lang_code)}"
+        )
+    missing = (unavailable_languages or {}).get(lang_code)
+    if missing is not None and has_text:
+        raise fail(
+            422,
+            "language_unavailable",
+            f"lang_code '{lang_code}' ({LANGUAGES[lang_code]}) needs a frontend this server "
+            f"lacks: {missing}",
+        )
+
     return SynthesisRequest(
         request_id=request_id,
         text=value if key == "text" else None,
@@ -270,4 +297,5 @@ def parse_request(
         voice=voice,
         speed=float(speed),
         format=audio_format,
+        lang_code=lang_code,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -70,6 +70,10 @@ class SyntheticEngine:
     @property
     def voices(self) -> Sequence[str]:
         return VOICES
+
+    @property
+    def unavailable_languages(self) -> Mapping[str, str]:
+        return {}  # no text is read: a tone per segment whatever the language
 
     def forward_s(self, batch_size: int) -> float:
         """Seconds one forward of ``batch_size`` segments takes."""

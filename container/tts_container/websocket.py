@@ -153,6 +153,7 @@ class _Session:
             return parse_request(
                 payload,
                 voices=engine.voices,
+                unavailable_languages=engine.unavailable_languages,
                 default_voice=self.state.settings.default_voice,
                 max_text_chars=self.state.settings.max_text_chars,
                 formats=("pcm",),

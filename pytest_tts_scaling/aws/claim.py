@@ -8,7 +8,6 @@ run's tags appear at the same moment backs off and leaves things as they were.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,10 +25,9 @@ from pytest_tts_scaling.aws.snapshot import (
     thaw_command,
     with_originals,
 )
+from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import ArtifactError, InputError
-
-Log = Callable[[str], None]
 
 # How a refusal names the takeover, for pytest and tts-bench alike.
 FORCE = both_flags("--force")
@@ -54,7 +52,7 @@ def claim(
     artifacts_dir: Path,
     *,
     force: bool,
-    log: Log,
+    log: Progress,
 ) -> FreezeSnapshot:
     """The snapshot this run restores to; refuses (changing nothing) when the endpoint is held."""
     endpoint, component = snapshot.endpoint, snapshot.inference_component

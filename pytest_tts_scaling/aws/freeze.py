@@ -27,7 +27,7 @@ from pytest_tts_scaling.aws.claim import claim, left_snapshot, take_lock
 from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
 from pytest_tts_scaling.aws.fingerprint import describe_endpoint, variant_states
 from pytest_tts_scaling.aws.lock import FreezeLock, abandon_lock, read_locks, remove_lock
-from pytest_tts_scaling.aws.restore import Log, restore
+from pytest_tts_scaling.aws.restore import restore
 from pytest_tts_scaling.aws.signals import Terminated, signals_held, sigterm_raises
 from pytest_tts_scaling.aws.snapshot import (
     FreezeSnapshot,
@@ -40,6 +40,7 @@ from pytest_tts_scaling.aws.snapshot import (
     take_snapshot,
     thaw_command,
 )
+from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.errors import ArtifactError, InputError
 
 
@@ -53,7 +54,7 @@ def freeze(
     endpoint: str,
     *,
     artifacts_dir: Path,
-    log: Log,
+    log: Progress,
     component: str | None = None,
     force: bool = False,
     timeout_s: float = IN_SERVICE_TIMEOUT_S,
@@ -105,7 +106,7 @@ def freeze(
 
 
 def _apply_freeze(
-    clients: AwsClients, snapshot: FreezeSnapshot, *, log: Log, timeout_s: float, poll_s: float
+    clients: AwsClients, snapshot: FreezeSnapshot, *, log: Progress, timeout_s: float, poll_s: float
 ) -> None:
     capacity = Capacity.of(clients, snapshot)
     where = capacity.describe()
@@ -163,7 +164,7 @@ def _restore_on_exit(
     arn: str,
     lock: FreezeLock,
     failure: BaseException | None,
-    log: Log,
+    log: Progress,
     timeout_s: float,
     poll_s: float,
 ) -> None:
@@ -204,7 +205,7 @@ def thaw(
     endpoint: str,
     *,
     artifacts_dir: Path,
-    log: Log,
+    log: Progress,
     component: str | None = None,
     force: bool = False,
     timeout_s: float = IN_SERVICE_TIMEOUT_S,
@@ -306,7 +307,7 @@ def _thaw_source(
 
 
 def _clear_suspensions(
-    clients: AwsClients, endpoint: str, component: str | None, note: Log
+    clients: AwsClients, endpoint: str, component: str | None, note: Progress
 ) -> None:
     """Without any record of what was there: every suspension of the endpoint cleared."""
     targets = (

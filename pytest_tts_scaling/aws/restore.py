@@ -17,15 +17,14 @@ from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.capacity import IN_SERVICE_TIMEOUT_S, POLL_S, Capacity
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.snapshot import FreezeSnapshot
-
-Log = Callable[[str], None]
+from pytest_tts_scaling.core.progress import Progress
 
 
 def restore(
     clients: AwsClients,
     snapshot: FreezeSnapshot,
     *,
-    log: Log,
+    log: Progress,
     timeout_s: float = IN_SERVICE_TIMEOUT_S,
     poll_s: float = POLL_S,
     interrupted: Callable[[], bool] = lambda: False,

@@ -20,9 +20,8 @@ from typing import Any
 
 from pytest_tts_scaling.aws.clients import error_code
 from pytest_tts_scaling.aws.fingerprint import TERMINAL_STATUSES, describe_endpoint
+from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.timeline import CONTAINER_MARKERS, Event, marker_events
-
-Log = Callable[[str], None]
 
 # GetLogEvents pages read per poll, so one poll stays bounded on a chatty stream.
 MAX_LOG_PAGES = 20
@@ -88,7 +87,7 @@ class NewInstanceLog:
     group: str
     variant: str
     known: frozenset[str]
-    log: Log = lambda line: None
+    log: Progress = lambda line: None
     stream: str | None = None
     first_event_at: datetime | None = None
     markers: list[Event] = field(default_factory=list)

@@ -28,6 +28,7 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.fleet.config import LoadConfig
 from pytest_tts_scaling.fleet.user import USER_CLASSES, ProcessState, configure, user_class
 from pytest_tts_scaling.load.monitor import quiet_gc
@@ -44,8 +45,6 @@ CONFIG_RESEND_S = 2.0
 FLUSH_EVERY_S = 1.0
 POLL_S = 0.02
 SPAWN_PER_PROCESS = 100
-
-Progress = Callable[[str], None]
 
 
 @dataclass

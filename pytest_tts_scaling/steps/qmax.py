@@ -19,6 +19,7 @@ from typing import NoReturn
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import keep_previous, kept_lines, save
 from pytest_tts_scaling.core.audio import AudioReference
+from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
@@ -38,7 +39,6 @@ from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
 from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 from pytest_tts_scaling.steps.qmax_rung import (
     PROGRESS_EVERY_S,
-    Progress,
     iso_ns,
     measure_rung,
     mmss,

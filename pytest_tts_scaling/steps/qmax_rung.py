@@ -16,6 +16,7 @@ import numpy as np
 
 from pytest_tts_scaling.artifacts import append_jsonl
 from pytest_tts_scaling.core.audio import AudioReference, TextKey, judge_answers
+from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec
 from pytest_tts_scaling.core.schema import Rung
 from pytest_tts_scaling.core.search import Step
@@ -55,8 +56,6 @@ PROGRESS_EVERY_S = 10.0
 # A rung ends before its window does when its p95 interval at this level already lies above the
 # SLO: stricter than the verdict's 95%, as the window is looked at up to ten times.
 EARLY_END_LEVEL = 0.99
-
-Progress = Callable[[str], None]
 
 
 def iso_ns(epoch_ns: int) -> str:

@@ -25,7 +25,6 @@ time, as every rung of the ladder is (:mod:`pytest_tts_scaling.aws.probe`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -41,6 +40,7 @@ from pytest_tts_scaling.aws.stages import (
     list_streams,
     log_group,
 )
+from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.timeline import (
@@ -59,8 +59,6 @@ if TYPE_CHECKING:
     from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
     from pytest_tts_scaling.load.workload import Workload
     from pytest_tts_scaling.options import ResolvedOptions
-
-Log = Callable[[str], None]
 
 SAGEMAKER_STAGES = (
     "load_applied",
@@ -87,7 +85,7 @@ class ScaleOut:
     endpoint: SageMakerEndpoint
     clock: Clock
     probe: Probe
-    progress: Log
+    progress: Progress
     window_s: float
     threshold_ms: float
     warmup_s: float
@@ -275,7 +273,7 @@ def measure_sagemaker_ttotal(
     qmax: QmaxArtifact,
     settings: ResolvedOptions,
     *,
-    progress: Log,
+    progress: Progress,
     clock: Clock | None = None,
     workload: Workload | None = None,
     poll_s: float = POLL_S,

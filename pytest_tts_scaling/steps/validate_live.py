@@ -24,7 +24,7 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +43,7 @@ from pytest_tts_scaling.core.live import (
     predict,
 )
 from pytest_tts_scaling.core.plan import PlanInputs, PlanOutcome, compute_plan
+from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Stage, TtotalArtifact
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.timeline import DEFAULT_POLICY_LAG_S, iso
@@ -71,8 +72,6 @@ LOAD_TIMEOUT_S = 300
 MAX_IN_FLIGHT = 200
 # After the trace's last send: requests still streaming, and the load's own start and stop.
 LOAD_SLACK_S = 600.0
-
-Progress = Callable[[str], None]
 
 
 def instance(queue_max_depth: int = 0) -> SerialStreamServer:
