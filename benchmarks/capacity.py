@@ -10,7 +10,8 @@ engine and scheduler), same machine, same workload (``--scenario kokoro-82m``), 
   default: the deadline scheduler with a 250 ms margin, sooner first audio but stalls under load);
 - ``trained-fifo``, ``trained-edf``: the trained Kokoro-82M (the local default) on this machine's
   device (batch 1); ``untrained-fifo``, ``untrained-edf``: the untrained development model of the
-  same graph, whose durations (and so compute) are not the trained model's; ``trained-edf-b8``
+  same graph, whose durations (and so compute) are not the trained model's unless
+  ``FORCE_DURATIONS`` names the trained model's (``benchmarks/gpu.sh``); ``trained-edf-b8``
   and ``untrained-edf-b8`` batch up to 8 segments (for a GPU; not run by default).
 
 Q_max is read at each ``--report-slo-ms`` from the same rungs: the highest usable rung whose p95
@@ -178,6 +179,8 @@ def run_mode(mode: str, args: argparse.Namespace, deadline: float) -> dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     engine = MODES[mode]["ENGINE"]
     env = {**os.environ, **MODES[mode], "PYTHONUNBUFFERED": "1"}
+    if MODES[mode].get("WEIGHTS") != "untrained":  # the trained durations are for those alone
+        env.pop("FORCE_DURATIONS", None)
     timeout = max(1.0, min(args.mode_timeout_s, deadline - time.monotonic()))
     print(f"== {mode}: {' '.join(f'{k}={v}' for k, v in MODES[mode].items())}", flush=True)
     ladder = args.synthetic_ladder if engine == "synthetic" else args.kokoro_ladder
@@ -282,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     artifacts: dict[str, dict[str, Any]] = {}
     if not args.report_only:
         print(f"load average before: {load_average()}; {os.cpu_count()} CPUs", flush=True)
+        if os.environ.get("FORCE_DURATIONS", "").strip():
+            print(
+                "untrained-* modes: weights untrained (development) with trained durations "
+                f"(FORCE_DURATIONS={os.environ['FORCE_DURATIONS']})",
+                flush=True,
+            )
     for mode in modes:
         if args.report_only:
             found = sorted((args.out / mode).glob("qmax-*.json"))
