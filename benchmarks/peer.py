@@ -3,7 +3,7 @@ machine, measured one after the other by the same qmax search.
 
     .venv/bin/python benchmarks/peer.py --path /work/ext/Kokoro-FastAPI \\
         [--model-dir DIR] [--voice jm_kumo] [--slo-ms 3000] [--ladder 1,2,3] [--hold-s 40] \\
-        [--words 14,5]
+        [--words 14,5] [--container-env INFERENCE_WORKERS=2 ...]
 
 Kokoro-FastAPI (github.com/remsky/Kokoro-FastAPI) runs from its own checkout outside this
 repository (`--path`, never copied into it) with its own interpreter (`--python`, by default the
@@ -126,7 +126,8 @@ def free_port() -> int:
         return port
 
 
-def ours(model_dir: Path, voice: str, port: int) -> Server:
+def ours(model_dir: Path, voice: str, port: int, settings: dict[str, str]) -> Server:
+    """The container with its settings (environment variables, as in a deployment) on top."""
     serve = Path(sys.executable).with_name("tts-serve")
     return Server(
         name="container",
@@ -140,7 +141,7 @@ def ours(model_dir: Path, voice: str, port: int) -> Server:
             "--model-dir",
             str(model_dir),
         ],
-        env={"DEFAULT_VOICE": voice},
+        env={"DEFAULT_VOICE": voice, **settings},
         cwd=None,
         ready_path="/ping",
     )
@@ -312,6 +313,13 @@ def words(value: str) -> tuple[float, float]:
     return parsed
 
 
+def setting(value: str) -> tuple[str, str]:
+    name, sep, setting_value = value.partition("=")
+    if not sep or not name.isidentifier() or name != name.upper():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE like SCHEDULER=edf, got {value!r}")
+    return name, setting_value
+
+
 def ladder(value: str) -> tuple[int, ...]:
     try:
         rungs = tuple(int(v) for v in value.split(","))
@@ -354,6 +362,14 @@ def main() -> int:
         default="container,kokoro-fastapi",
         help="which, in this order (default: container,kokoro-fastapi)",
     )
+    parser.add_argument(
+        "--container-env",
+        type=setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a container setting, e.g. INFERENCE_WORKERS=2 or SCHEDULER=edf (repeatable)",
+    )
     parser.add_argument("--keep", type=Path, default=None, help="keep artifacts and logs here")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the qmax progress")
     args = parser.parse_args()
@@ -381,7 +397,8 @@ def main() -> int:
         f"peer: weights {model_dir}, voice {args.voice}, SLO {args.slo_ms:g} ms, "
         f"{'ladder ' + ','.join(map(str, args.ladder)) if args.ladder else 'search'}, hold "
         f"{args.hold_s:g} s ({args.measure_s:g} measured); {os.cpu_count()} CPUs, load "
-        f"{os.getloadavg()[0]:.2f}",
+        f"{os.getloadavg()[0]:.2f}; container settings: "
+        f"{' '.join(f'{k}={v}' for k, v in args.container_env) or 'defaults'}",
         flush=True,
     )
     with contextlib.ExitStack() as stack:
@@ -391,7 +408,7 @@ def main() -> int:
         for name in names:
             port = free_port()
             server = (
-                ours(model_dir, args.voice, port)
+                ours(model_dir, args.voice, port, dict(args.container_env))
                 if name == "container"
                 else kokoro_fastapi(checkout, python, model_dir, workdir, args.voice, port)
             )
