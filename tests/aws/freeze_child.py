@@ -6,6 +6,7 @@ Exit status as tts-bench's: 128 + the signal, 2 when the freeze is refused.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,10 @@ from pytest_tts_scaling.errors import InputError
 
 def main() -> int:
     endpoint, artifacts_dir = sys.argv[1], Path(sys.argv[2])
+    # A job a non-interactive shell starts in the background (CI's `make test &`) inherits SIGINT
+    # ignored, and Python then installs no handler: the child of such a run would never hear
+    # the Ctrl-C the test sends. A user's tts-bench runs in the foreground, where it is heard.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with freeze(
             AwsClients(),

@@ -66,7 +66,12 @@ def test_signal_leaves_the_target_unsuspended(
     assert desired_count(d.endpoint) == 1
     assert lock_keys(d.endpoint)
     child.send_signal(sig)
-    assert child.wait(timeout=60) == code, out.read_text()
+    try:
+        assert child.wait(timeout=60) == code, out.read_text()
+    finally:  # a child that did not stop must not outlive its test
+        if child.poll() is None:
+            child.kill()
+            child.wait()
     log = out.read_text()
     assert word in log, log
     assert "scaling restored, snapshot removed, lock released" in log, log
