@@ -55,3 +55,20 @@ def test_forced_durations_reach_the_artifact_and_the_missed_segments_are_told(
     monkeypatch.setattr(httpx, "get", lambda url, timeout: httpx.Response(200))
     server._report_forced_durations()  # a server without forced durations: nothing said
     assert said == []
+
+
+def test_without_forced_durations_stopping_asks_the_server_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx
+
+    monkeypatch.delenv("FORCE_DURATIONS", raising=False)
+    said: list[str] = []
+    server = LocalServer(log=said.append)
+
+    def no_request(url: str, timeout: float) -> httpx.Response:
+        raise AssertionError(f"asked {url} without FORCE_DURATIONS")
+
+    monkeypatch.setattr(httpx, "get", no_request)
+    server._report_forced_durations()
+    assert said == []

@@ -157,7 +157,8 @@ def forward_tokens(
     x = _packed_lstm(model.predictor.lstm, d, token_lengths)
     duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(dim=-1) / speed[:, None]
     predicted = torch.round(duration).clamp(min=1).long().masked_fill(text_mask, 0)
-    own = [predicted[row, : len(item)].cpu() for row, item in enumerate(rows)]
+    on_host = predicted.cpu()  # one transfer for the whole batch, not one per item
+    own = [on_host[row, : len(item)] for row, item in enumerate(rows)]
     if not decode:
         return [], own
     pred_dur = predicted.clone()

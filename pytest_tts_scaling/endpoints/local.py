@@ -178,7 +178,9 @@ class LocalServer:
 
     def _report_forced_durations(self) -> None:
         """With FORCE_DURATIONS, how many segments ran on the trained durations and how many
-        the file lacked (the server's log names each of those)."""
+        the file lacked (the server's log names each of those). Without it, nothing to ask."""
+        if "FORCE_DURATIONS" not in self.env:
+            return
         try:
             headers = httpx.get(f"{self.base_url}/ping", timeout=2.0).headers
         except httpx.HTTPError:
