@@ -274,17 +274,21 @@ def concurrency_maxima(
     late, so this waits (bounded by `max_lag_s` after `end`) until a datapoint reaches the last
     periods.
 
-    The query starts at the period that holds `start` (CloudWatch's periods sit on the clock's
-    multiples of the period): from `start` itself, the period it falls in would be left out,
-    and the requests of the run's first seconds would have no reading.
+    The query covers whole periods (CloudWatch's periods sit on the clock's multiples of the
+    period): from the one that holds `start` to the end of the one that holds `end`. From
+    `start` itself the period it falls in would be left out, and to `end` itself (an exclusive
+    bound, cut to the second) the period it falls in would be, whenever the run ends within a
+    second of that period's start: its first or last requests would have no reading.
     """
     period = period_for(start, clock.now())
     if period != PERIOD_S:
         log(f"CloudWatch keeps 10 s datapoints for 3 h only: {scope.metric} is read at {period} s")
     start = datetime.fromtimestamp(math.floor(start.timestamp() / period) * period, start.tzinfo)
     last = _ns(end) - 2 * period * 10**9
+    after = (math.floor(end.timestamp() / period) + 1) * period
+    through = datetime.fromtimestamp(after, end.tzinfo)
     return wait_for_metric(
-        lambda: _maxima(cloudwatch, scope, start, end, period),
+        lambda: _maxima(cloudwatch, scope, start, through, period),
         lambda points: bool(points) and points[-1].start_ns >= last,
         lambda points: f"{scope.metric} to cover the run",
         deadline=end + timedelta(seconds=max_lag_s),

@@ -290,6 +290,24 @@ def test_a_run_that_starts_mid_period_reads_the_period_it_starts_in(clients: Aws
     assert dispatch.in_flight_before == 1.0
 
 
+def test_a_run_that_ends_just_into_a_period_reads_the_period_it_ends_in(
+    clients: AwsClients,
+) -> None:
+    """The query's end is exclusive and cut to the second: a run ending 0.5 s into a period,
+    its last request sent 0.2 s into it, still gets that period's reading."""
+    endpoint = unique()
+    period = datetime.fromtimestamp((time.time() - 1200) // 10 * 10, UTC)
+    values = [(period + timedelta(seconds=10 * i), float(i + 1)) for i in range(6)]
+    put_concurrency(endpoint, "AllTraffic", values)
+    start, end = period + timedelta(seconds=3), period + timedelta(seconds=50.5)
+    points = aws_live.concurrency_maxima(
+        clients.cloudwatch, ScalingScope(endpoint, "AllTraffic"), start, end, clock=clients.clock
+    )
+    last_request = {"epoch_start_ns": round(end.timestamp() * 1e9) - 3 * 10**8, "status": "ok"}
+    (dispatch,) = aws_live.dispatches([last_request], points, "speech-live/AllTraffic")
+    assert dispatch.in_flight_before == 6.0
+
+
 def test_a_run_read_after_three_hours_is_read_at_the_period_cloudwatch_still_holds() -> None:
     """10 s datapoints are kept for 3 hours: a run read 4 hours later asks for 60 s periods,
     as the rungs' join does, and each reading covers its whole minute."""
@@ -305,7 +323,7 @@ def test_a_run_read_after_three_hours_is_read_at_the_period_cloudwatch_still_hol
             "MetricName": "ConcurrentRequestsPerModel",
             "Dimensions": SCOPE.metric_dimensions,
             "StartTime": at(0),
-            "EndTime": end,
+            "EndTime": at(360),
             "Period": 60,
             "Statistics": ["Maximum"],
         },
