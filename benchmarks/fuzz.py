@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 TESTS = Path(__file__).resolve().parent.parent / "container" / "tests"
 sys.path.insert(0, str(TESTS))
 
-from container_fake_server import free_port, wait_until_ready  # noqa: E402
+from container_fake_server import free_port, stop_process, wait_until_ready  # noqa: E402
 from container_fuzzing import (  # noqa: E402
     HttpProbe,
     RawProbe,
@@ -169,8 +169,7 @@ def main() -> int:
         print(f"wall time {time.perf_counter() - began:.1f} s; load average {os.getloadavg()}")
     finally:
         if process is not None:
-            process.terminate()
-            process.wait(timeout=30)
+            stop_process(process)
     return 1 if tally.violations else 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -28,6 +29,19 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def stop_process(process: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``grace_s``: a server a test or a
+    benchmark started never outlives it."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=grace_s)
 
 
 def wait_until_ready(url: str, alive: Callable[[], bool], timeout_s: float, logs: str = "") -> None:

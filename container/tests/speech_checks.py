@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from container_fake_server import wait_until_ready
+from container_fake_server import free_port, stop_process, wait_until_ready
 
 SAMPLE_RATE = 24000
 N_FFT = 1024
@@ -113,11 +113,7 @@ def torch_speak(
 @contextmanager
 def tts_serve(env: dict[str, str], logs: Path) -> Iterator[str]:
     """``tts-serve`` on a free port with ``env``; its base URL once /ping answers 200."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     executable = Path(sys.executable).with_name("tts-serve")
     full_env = {**os.environ, "DEVICE": "cpu", "PYTHONUNBUFFERED": "1", **env}
     full_env.pop("MODEL_DIR", None)
@@ -130,9 +126,4 @@ def tts_serve(env: dict[str, str], logs: Path) -> Iterator[str]:
         wait_until_ready(url, lambda: process.poll() is None, START_TIMEOUT_S, str(logs))
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop_process(process)

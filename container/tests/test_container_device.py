@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from container_fake_server import free_port, stop_process
 from tts_container.device import UNUSABLE_MARKER, DeviceUnusable, check_device, gpu_expected
 
 G5 = {"INSTANCE_TYPE": "ml.g5.xlarge"}
@@ -57,12 +57,6 @@ def test_otherwise_nothing_is_refused(
     check_device(requested, env=env, dev=tmp_path, cuda_available=lambda: usable)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_the_server_never_becomes_ready_on_cpu_when_the_instance_is_a_gpu_one(
     dev_model_cache: Path, tmp_path: Path
 ) -> None:
@@ -71,7 +65,7 @@ def test_the_server_never_becomes_ready_on_cpu_when_the_instance_is_a_gpu_one(
     if torch.cuda.is_available():
         pytest.skip("this machine has a usable GPU: the refusal cannot be shown here")
     executable = Path(sys.executable).with_name("tts-serve")
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "TTS_CACHE_DIR": str(dev_model_cache),
@@ -110,5 +104,4 @@ def test_the_server_never_becomes_ready_on_cpu_when_the_instance_is_a_gpu_one(
         assert '"marker": "ready"' not in logs
         assert process.poll() in (None, 1), logs  # still refusing, or exited with status 1
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop_process(process)
