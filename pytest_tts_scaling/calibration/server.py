@@ -368,15 +368,15 @@ class SerialStreamServer:
             elif self.body_format == "sse":
                 encoded = base64.b64encode(audio).decode()
                 chunk = sse_event({"type": SSE_DELTA, "audio": encoded})
-            await self._chunk(writer, chunk)
-            if index == 0:
+            if index == 0:  # before the write: a client cannot read the audio any sooner
                 self.first_audio_sent_ns[request_id] = time.perf_counter_ns()
+            await self._chunk(writer, chunk)
         if self.body_format == "sse":
             await self._chunk(writer, sse_event({"type": SSE_DONE}))
         if self.body_format == "json":
             document = json.dumps({"embedding": [0.125] * 384, "request_id": request_id})
-            await self._chunk(writer, document.encode())
             self.first_audio_sent_ns[request_id] = time.perf_counter_ns()
+            await self._chunk(writer, document.encode())
 
     async def _chunk(self, writer: asyncio.StreamWriter, data: bytes) -> None:
         writer.write(b"%x\r\n%s\r\n" % (len(data), data))
