@@ -7,8 +7,9 @@ file is, `tts-bench:restore:RUN` the values the restore puts back). With the res
 the endpoint, `tts-bench thaw` restores everything from any machine, snapshot file or not.
 
 Taking the lock is write-then-read: a run adds its tags, lists the endpoint's tags again, and
-backs off (removing only its own) when another run's lock is there. Two runs that race both
-see each other and both back off; they can never both proceed.
+backs off (removing only its own) when another run's lock is there. Two runs that race can
+never both proceed: the later of the two read-backs sees the other's tags unless that run has
+already backed off; when both read back before either backs off, both back off.
 
 Tag values allow letters, digits, spaces and `_ . : / = + - @`, up to 256 characters.
 """

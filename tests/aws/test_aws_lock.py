@@ -142,23 +142,30 @@ def test_runs_that_tag_at_the_same_moment_both_back_off(
     aws_env: dict[str, str], tmp_path: Path, fake_clock: object
 ) -> None:
     d = deploy(unique(), instances=2)
-    # Both read the (empty) tags, then both tag, before either reads them back.
-    both_read, both_tagged = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
+    # Both read the (empty) tags, then both tag, then both read them back before either backs
+    # off. (Had one backed off before the other read back, the other would rightly go ahead.)
+    both_read, both_tagged, both_read_back = (threading.Barrier(2, timeout=30) for _ in range(3))
     results: dict[str, BaseException | None] = {}
 
     def run(name: str) -> None:
         clients = AwsClients()
         reads: list[int] = []
+        tagged: list[int] = []
 
         def after_list_tags(**kwargs: object) -> None:
             reads.append(1)
             if len(reads) == 1:
                 both_read.wait()
+            elif tagged == [1]:
+                tagged.append(1)  # the read-back: once
+                both_read_back.wait()
+
+        def after_add_tags(**kwargs: object) -> None:
+            both_tagged.wait()
+            tagged.append(1)
 
         clients.sagemaker.meta.events.register("after-call.sagemaker.ListTags", after_list_tags)
-        clients.sagemaker.meta.events.register(
-            "after-call.sagemaker.AddTags", lambda **kwargs: both_tagged.wait()
-        )
+        clients.sagemaker.meta.events.register("after-call.sagemaker.AddTags", after_add_tags)
         try:
             with freeze(clients, d.endpoint, artifacts_dir=tmp_path / name, log=lambda line: None):
                 results[name] = None
