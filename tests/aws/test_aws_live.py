@@ -273,17 +273,29 @@ def test_concurrency_maxima_read_back_what_cloudwatch_holds(clients: AwsClients)
     ]
 
 
+def _six_periods(start_s: float, end_s: float) -> tuple[datetime, datetime, datetime]:
+    """The start of six 10 s periods 20 minutes ago, and a run from `start_s` to `end_s` in."""
+    period = datetime.fromtimestamp((time.time() - 1200) // 10 * 10, UTC)
+    return period, period + timedelta(seconds=start_s), period + timedelta(seconds=end_s)
+
+
+def _read(
+    clients: AwsClients, period: datetime, start: datetime, end: datetime
+) -> list[aws_live.Datapoint]:
+    """Maxima 1 to 6 put in the six periods from ``period``, read back for the run."""
+    endpoint = unique()
+    values = [(period + timedelta(seconds=10 * i), float(i + 1)) for i in range(6)]
+    put_concurrency(endpoint, "AllTraffic", values)
+    return aws_live.concurrency_maxima(
+        clients.cloudwatch, ScalingScope(endpoint, "AllTraffic"), start, end, clock=clients.clock
+    )
+
+
 def test_a_run_that_starts_mid_period_reads_the_period_it_starts_in(clients: AwsClients) -> None:
     """CloudWatch's periods sit on the clock's 10 s; a run starting 3 s into one still gets a
     reading for its first seconds."""
-    endpoint = unique()
-    period = datetime.fromtimestamp((time.time() - 1200) // 10 * 10, UTC)
-    values = [(period + timedelta(seconds=10 * i), float(i + 1)) for i in range(6)]
-    put_concurrency(endpoint, "AllTraffic", values)
-    start, end = period + timedelta(seconds=3), period + timedelta(seconds=55)
-    points = aws_live.concurrency_maxima(
-        clients.cloudwatch, ScalingScope(endpoint, "AllTraffic"), start, end, clock=clients.clock
-    )
+    period, start, end = _six_periods(3, 55)
+    points = _read(clients, period, start, end)
     assert points[0].start_ns == round(period.timestamp() * 1e9)
     first_request = {"epoch_start_ns": round(start.timestamp() * 1e9) + 10**8, "status": "ok"}
     (dispatch,) = aws_live.dispatches([first_request], points, "speech-live/AllTraffic")
@@ -295,14 +307,8 @@ def test_a_run_that_ends_just_into_a_period_reads_the_period_it_ends_in(
 ) -> None:
     """The query's end is exclusive and cut to the second: a run ending 0.5 s into a period,
     its last request sent 0.2 s into it, still gets that period's reading."""
-    endpoint = unique()
-    period = datetime.fromtimestamp((time.time() - 1200) // 10 * 10, UTC)
-    values = [(period + timedelta(seconds=10 * i), float(i + 1)) for i in range(6)]
-    put_concurrency(endpoint, "AllTraffic", values)
-    start, end = period + timedelta(seconds=3), period + timedelta(seconds=50.5)
-    points = aws_live.concurrency_maxima(
-        clients.cloudwatch, ScalingScope(endpoint, "AllTraffic"), start, end, clock=clients.clock
-    )
+    period, start, end = _six_periods(3, 50.5)
+    points = _read(clients, period, start, end)
     last_request = {"epoch_start_ns": round(end.timestamp() * 1e9) - 3 * 10**8, "status": "ok"}
     (dispatch,) = aws_live.dispatches([last_request], points, "speech-live/AllTraffic")
     assert dispatch.in_flight_before == 6.0
