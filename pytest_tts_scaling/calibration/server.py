@@ -130,6 +130,8 @@ class SerialStreamServer:
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _server: StreamServer | None = None
+    # Notified as requests end (the loop's thread); `wait_idle` waits on it.
+    _ended: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def __post_init__(self) -> None:
         if self.discipline is None:
@@ -142,6 +144,12 @@ class SerialStreamServer:
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Whether every admitted request has ended within ``timeout_s``: a client reads its
+        answer's last byte before the server has counted the request out."""
+        with self._ended:
+            return self._ended.wait_for(lambda: self.in_flight == 0, timeout_s)
 
     def mean_in_flight(self, start_ns: int, end_ns: int) -> float:
         """The server's own time-weighted in-flight count over a window (perf_counter_ns)."""
@@ -279,8 +287,10 @@ class SerialStreamServer:
                 truncate=bool(faults.truncate_above) and self.in_flight > faults.truncate_above,
             )
         finally:
-            self.in_flight -= 1
             self.ended_ns[request_id] = time.perf_counter_ns()
+            with self._ended:
+                self.in_flight -= 1
+                self._ended.notify_all()
 
     async def _saturated(self, writer: asyncio.StreamWriter, request_id: str) -> None:
         """The real container's gate answer (container/tts_container/gate.py)."""
