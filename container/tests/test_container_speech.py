@@ -64,12 +64,23 @@ def no_noise(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def engine(trained_model_cache: Path) -> KokoroEngine:
+    """The engine as served: the decoder in bfloat16 where this CPU has it natively."""
     return KokoroEngine.load(Settings(cache_dir=trained_model_cache, device="cpu"))
 
 
-def test_the_conversion_speaks_like_the_export(engine: KokoroEngine, no_noise: None) -> None:
+@pytest.fixture(scope="module")
+def float32_engine(trained_model_cache: Path) -> KokoroEngine:
+    return KokoroEngine.load(
+        Settings(cache_dir=trained_model_cache, device="cpu", precision="float32")
+    )
+
+
+def test_the_conversion_speaks_like_the_export(
+    float32_engine: KokoroEngine, no_noise: None
+) -> None:
     """Same tokens, voice and speed: durations within one frame for >= 95 % of tokens, and with
-    the export's durations forced, log-mel correlation >= 0.98."""
+    the export's durations forced, log-mel correlation >= 0.98 (float32 throughout)."""
+    engine = float32_engine
     parts, voices_path = trained_model.locate_package_files()
     session = onnx_session(trained_model.assemble_export(parts))
     with np.load(voices_path) as voices:
@@ -88,6 +99,31 @@ def test_the_conversion_speaks_like_the_export(engine: KokoroEngine, no_noise: N
         correlation = mel_correlation(forced, reference)
         assert correlation >= 0.98, (text, correlation)
     assert close / tokens >= 0.95, (close, tokens)
+
+
+def test_a_bfloat16_decoder_speaks_like_the_float32_one(
+    float32_engine: KokoroEngine, trained_model_cache: Path, no_noise: None
+) -> None:
+    """Durations stay float32, so the audio keeps its length to the sample; the decoder's speech
+    keeps a log-mel correlation >= 0.99 with the float32 decoder's."""
+    bfloat16 = KokoroEngine.load(
+        Settings(cache_dir=trained_model_cache, device="cpu", precision="bfloat16")
+    )
+    pack = float32_engine._voice_packs[VOICE].numpy()
+    for text in SENTENCES[:3]:
+        ids = [
+            float32_engine._vocab[p]
+            for p in float32_engine._g2p(text)
+            if p in float32_engine._vocab
+        ]
+        style = pack[len(ids) - 1]
+        reference, reference_durations = torch_speak(float32_engine._model, ids, style)
+        audio, durations = torch_speak(bfloat16._model, ids, style)
+        assert np.array_equal(durations, reference_durations), text
+        assert len(audio) == len(reference), text
+        correlation = mel_correlation(audio, reference)
+        print(f"{text!r}: log-mel correlation {correlation:.4f}")
+        assert correlation >= 0.99, (text, correlation)
 
 
 def _speak_over_http(url: str, voice: str) -> tuple[str, list[tuple[str, str]]]:

@@ -8,13 +8,15 @@ import re
 import struct
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 from tts_container.audio import audio_seconds, pcm_content_type, to_pcm16, wav_header
-from tts_container.engine import KokoroPiece, trim_edges
+from tts_container.engine import KokoroPiece, pick_precision, trim_edges
 from tts_container.gate import InFlight
+from tts_container.kokoro_batch import decode_in
 from tts_container.markers import MARKERS, emit_marker, format_marker, parse_marker
 from tts_container.metrics import RequestMetrics, emf_record
 from tts_container.model_files import ModelFilesError, find_model_files, packaged_config
@@ -32,6 +34,7 @@ class TestSettings:
         assert settings.model_name == "kokoro-82m"
         assert settings.model_dir is None
         assert settings.device == "auto"
+        assert settings.precision == "auto"
         assert settings.cache_dir == Path.home() / ".cache" / "tts-container"
 
     def test_reads_the_environment(self, tmp_path: Path) -> None:
@@ -43,6 +46,7 @@ class TestSettings:
             "MODEL_DIR": str(tmp_path),
             "DEVICE": "cpu",
             "FIRST_SEGMENT_WORDS": "4",
+            "PRECISION": "bfloat16",
             "TTS_CACHE_DIR": str(tmp_path / "c"),
         }
         settings = Settings.from_env(env)
@@ -51,6 +55,7 @@ class TestSettings:
         assert (settings.model_name, settings.device) == ("kokoro-test", "cpu")
         assert settings.model_dir == tmp_path
         assert settings.cache_dir == tmp_path / "c"
+        assert settings.precision == "bfloat16"
         assert settings.gate_enabled
 
     def test_overrides_win(self) -> None:
@@ -63,11 +68,64 @@ class TestSettings:
             ("QUEUE_MAX_DEPTH", "-1", "QUEUE_MAX_DEPTH must be >= 0"),
             ("INFERENCE_WORKERS", "0", "inference_workers must be >= 1"),
             ("DEVICE", "tpu", "device must be one of auto, cpu, cuda"),
+            ("PRECISION", "half", "precision must be one of auto, float32, bfloat16, got 'half'"),
         ],
     )
     def test_bad_values_name_the_variable(self, variable: str, value: str, message: str) -> None:
         with pytest.raises(SettingsError, match=re.escape(message)):
             Settings.from_env({variable: value})
+
+
+class TestPrecision:
+    @pytest.mark.parametrize(
+        ("flags", "device", "expected"),
+        [
+            ("fpu sse avx2 avx512f avx512_bf16 avx512_vnni", "cpu", "bfloat16"),
+            ("fpu sse avx2 amx_bf16 amx_tile", "cpu", "bfloat16"),
+            ("fpu sse avx2 avx512f", "cpu", "float32"),
+            ("fpu sse avx2 avx512_bf16", "cuda", "float32"),
+        ],
+    )
+    def test_auto_takes_bfloat16_where_the_cpu_has_it(
+        self, tmp_path: Path, flags: str, device: str, expected: str
+    ) -> None:
+        cpuinfo = tmp_path / "cpuinfo"
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n", encoding="utf-8")
+        assert pick_precision("auto", device, cpuinfo) == expected
+
+    def test_a_named_precision_wins_and_an_unreadable_cpuinfo_means_float32(
+        self, tmp_path: Path
+    ) -> None:
+        missing = tmp_path / "absent"
+        assert pick_precision("auto", "cpu", missing) == "float32"
+        assert pick_precision("bfloat16", "cpu", missing) == "bfloat16"
+        assert pick_precision("float32", "cpu", missing) == "float32"
+
+    def test_the_decoder_computes_in_bfloat16_and_answers_float32(self) -> None:
+        import torch
+
+        seen: list[torch.dtype] = []
+
+        class Decoder(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.conv = torch.nn.Conv1d(2, 2, 3)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                out: torch.Tensor = self.conv(x)
+                seen.append(out.dtype)
+                return out
+
+        model = SimpleNamespace(decoder=Decoder())
+        x = torch.ones(1, 2, 8)
+        decode_in(model, "float32")
+        assert model.decoder(x).dtype == torch.float32
+        decode_in(model, "bfloat16")
+        decode_in(model, "bfloat16")  # once per model: a second call changes nothing
+        answer = model.decoder(x)
+        assert answer.dtype == torch.float32
+        assert seen == [torch.float32, torch.bfloat16]
+        assert not torch.is_autocast_enabled("cpu")  # the autocast ends with the forward
 
 
 class TestSegments:

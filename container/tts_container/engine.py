@@ -14,6 +14,7 @@ import re
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -122,6 +123,28 @@ def pick_device(requested: str) -> str:
     if requested == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("DEVICE=cuda but torch sees no CUDA device; use DEVICE=auto or cpu")
     return requested
+
+
+CPU_FLAGS_FILE = Path("/proc/cpuinfo")
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_bf16(cpuinfo: Path = CPU_FLAGS_FILE) -> bool:
+    """Whether the CPU multiplies bfloat16 natively (elsewhere torch emulates it, slower)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    flags = next((line for line in text.splitlines() if line.startswith("flags")), "").split()
+    return any(flag in flags for flag in BF16_CPU_FLAGS)
+
+
+def pick_precision(requested: str, device: str, cpuinfo: Path = CPU_FLAGS_FILE) -> str:
+    """auto: bfloat16 on a CPU with native bfloat16 (measured: a quarter less CPU per text),
+    float32 elsewhere (on a GPU bfloat16 is unmeasured)."""
+    if requested != "auto":
+        return requested
+    return "bfloat16" if device == "cpu" and cpu_has_bf16(cpuinfo) else "float32"
 
 
 @dataclass(frozen=True)
@@ -241,6 +264,7 @@ class KokoroEngine:
             on_framework_init()
 
         from tts_container.g2p import load_g2p, load_japanese_g2p
+        from tts_container.kokoro_batch import decode_in
         from tts_container.model_files import check_weight_keys, resolve_model_files
 
         forced = None
@@ -262,6 +286,8 @@ class KokoroEngine:
                 repo_id=KOKORO_REPO_ID, config=str(files.config), model=str(files.weights)
             )
         model = model.to(device).eval()
+        precision = pick_precision(settings.precision, device)
+        decode_in(model, precision)
         voice_packs = {}
         for name, path in sorted(files.voices.items()):
             pack = torch.load(path, map_location="cpu", weights_only=True)
@@ -271,9 +297,10 @@ class KokoroEngine:
                 )
             voice_packs[name] = pack.to(device)
         log.info(
-            "model %s on %s (weights: %s), voices: %s",
+            "model %s on %s, decoder in %s (weights: %s), voices: %s",
             files.weights,
             device,
+            precision,
             files.label,
             ", ".join(voice_packs),
         )

@@ -13,6 +13,9 @@ that sequence's own forward:
 - samples: the harmonic source and both STFTs run per item on its own length (cheap next to
   the convolutions), and each output is cut to its length.
 
+In bfloat16 (``decode_in``) the decoder runs under autocast in both paths, the single one
+(kokoro's own forward) and the batched one here; everything before it stays float32.
+
 The noise sources of the vocoder draw random numbers per call, so batched and unbatched outputs
 agree exactly only with the same noise (the test zeroes it); the speech itself does not change.
 """
@@ -29,6 +32,7 @@ from torch import nn
 
 _batch = threading.local()  # .frames: per-item frame counts, .max_frames: their maximum
 _HOOKED = "_tts_batch_hooks"
+_DECODER_AUTOCAST = "_tts_decoder_autocast"  # (device type, dtype) the decoder runs in
 
 
 def _lengths_at(steps: int) -> torch.Tensor | None:
@@ -73,6 +77,24 @@ def _masked_instance_norm(
     if module.affine:
         y = y * module.weight[None, :, None] + module.bias[None, :, None]
     return y
+
+
+def decode_in(model: Any, precision: str) -> None:
+    """Once per model: its decoder computes in ``precision`` (float32 or bfloat16), its output
+    float32; the text encoders, durations and prosody stay float32 (same audio length)."""
+    if precision == "float32" or hasattr(model.decoder, _DECODER_AUTOCAST):
+        return
+    decoder = model.decoder
+    autocast = (next(decoder.parameters()).device.type, getattr(torch, precision))
+    plain_forward = decoder.forward
+
+    def forward(*args: Any, **kwargs: Any) -> torch.Tensor:
+        with torch.autocast(*autocast):
+            output: torch.Tensor = plain_forward(*args, **kwargs)
+        return output.float()
+
+    decoder.forward = forward
+    setattr(decoder, _DECODER_AUTOCAST, autocast)
 
 
 def _install_hooks(model: Any) -> None:
@@ -186,7 +208,10 @@ def forward_tokens(
     _batch.frames, _batch.max_frames = frames, max_frames
     try:
         f0, noise = _f0n(model.predictor, en, s, frames)
-        return _decode(model.decoder, asr, f0, noise, ref_s[:, :128], frames), own
+        device_type, dtype = getattr(model.decoder, _DECODER_AUTOCAST, ("cpu", None))
+        with torch.autocast(device_type, dtype, enabled=dtype is not None):
+            audio = _decode(model.decoder, asr, f0, noise, ref_s[:, :128], frames)
+        return [wave.float() for wave in audio], own
     finally:
         _batch.frames = None
 

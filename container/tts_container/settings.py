@@ -15,6 +15,7 @@ from typing import Any
 
 SAGEMAKER_MODEL_DIR = Path("/opt/ml/model")
 DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "float32", "bfloat16")
 SCHEDULERS = ("fifo", "edf")
 ENGINES = ("kokoro", "synthetic")
 WEIGHTS = ("trained", "untrained")
@@ -59,6 +60,10 @@ class Settings:
     force_durations: Path | None = None
     # DEVICE: auto (cuda when available, else cpu), cpu or cuda.
     device: str = "auto"
+    # PRECISION: what Kokoro's decoder (the vocoder, most of a forward's compute) computes in:
+    # auto (bfloat16 on a CPU with native bfloat16 instructions, else float32), float32 or
+    # bfloat16. Durations and prosody are always float32, so the audio keeps its length.
+    precision: str = "auto"
     # FIRST_SEGMENT_WORDS: the most words in the first synthesized segment (time to first audio).
     first_segment_words: int = 6
     # DEFAULT_VOICE: voice of a request that names none (an English voice the model lacks, such
@@ -111,6 +116,10 @@ class Settings:
             raise SettingsError(f"first_segment_words must be >= 1, got {self.first_segment_words}")
         if self.device not in DEVICES:
             raise SettingsError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise SettingsError(
+                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
         if self.scheduler not in SCHEDULERS:
             raise SettingsError(
                 f"scheduler must be one of {', '.join(SCHEDULERS)}, got {self.scheduler!r}"
@@ -170,6 +179,7 @@ class Settings:
         for name, variable in (
             ("model_name", "MODEL_NAME"),
             ("device", "DEVICE"),
+            ("precision", "PRECISION"),
             ("default_voice", "DEFAULT_VOICE"),
             ("scheduler", "SCHEDULER"),
             ("engine", "ENGINE"),
