@@ -22,6 +22,7 @@ def make_app(tmp_path: Path) -> AppFactory:
         engine: FakeEngine | None = None, **settings: Any
     ) -> tuple[Starlette, FakeEngine, io.StringIO]:
         engine = FakeEngine() if engine is None else engine
+        settings.setdefault("inference_workers", 1)  # the fake's tests count on one unless named
         metrics_out = io.StringIO()
         app = create_app(
             Settings(cache_dir=tmp_path / "cache", **settings),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -67,7 +68,10 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level="INFO", format="%(levelname)s %(name)s: %(message)s")
     engine = FakeEngine(segments=1, samples=args.samples)  # a quick warm-up
-    settings = Settings.from_env(cache_dir=Path(tempfile.gettempdir()) / "tts-fake-cache")
+    settings = Settings.from_env(
+        {"INFERENCE_WORKERS": "1", **os.environ},  # one worker unless the test names more
+        cache_dir=Path(tempfile.gettempdir()) / "tts-fake-cache",
+    )
     app = create_app(settings, engine_factory=lambda _settings: engine)
 
     def shape_requests_once_warm() -> None:

@@ -30,7 +30,7 @@ class TestSettings:
         assert settings.queue_max_depth == 0
         assert not settings.gate_enabled
         assert settings.max_text_chars == 5000
-        assert settings.inference_workers == 1
+        assert settings.inference_workers is None  # auto
         assert settings.model_name == "kokoro-82m"
         assert settings.model_dir is None
         assert settings.device == "auto"
@@ -58,6 +58,10 @@ class TestSettings:
         assert settings.precision == "bfloat16"
         assert settings.gate_enabled
 
+    def test_inference_workers_auto(self) -> None:
+        assert Settings.from_env({"INFERENCE_WORKERS": "auto"}).inference_workers is None
+        assert Settings.from_env({"INFERENCE_WORKERS": "3"}).inference_workers == 3
+
     def test_overrides_win(self) -> None:
         assert Settings.from_env({"QUEUE_MAX_DEPTH": "5"}, queue_max_depth=2).queue_max_depth == 2
 
@@ -66,7 +70,8 @@ class TestSettings:
         [
             ("QUEUE_MAX_DEPTH", "many", "QUEUE_MAX_DEPTH must be an integer, got 'many'"),
             ("QUEUE_MAX_DEPTH", "-1", "QUEUE_MAX_DEPTH must be >= 0"),
-            ("INFERENCE_WORKERS", "0", "inference_workers must be >= 1"),
+            ("INFERENCE_WORKERS", "0", "inference_workers must be auto or >= 1, got 0"),
+            ("INFERENCE_WORKERS", "two", "INFERENCE_WORKERS must be auto or an integer, got 'two'"),
             ("DEVICE", "tpu", "device must be one of auto, cpu, cuda"),
             ("PRECISION", "half", "precision must be one of auto, float32, bfloat16, got 'half'"),
         ],

@@ -35,7 +35,7 @@ from tts_container.concurrency import (
     SynthesisFailed,
     SynthesisJob,
 )
-from tts_container.engine import Engine, Samples, synthesize_all
+from tts_container.engine import Engine, Samples, inference_workers, synthesize_all
 from tts_container.errors import ErrorResponse
 from tts_container.gate import AdmissionGate, InFlight
 from tts_container.markers import emit_marker
@@ -376,8 +376,16 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         policy = Policy.from_settings(settings)
+        workers = inference_workers(settings)
+        log.info(
+            "inference workers: %d%s",
+            workers,
+            " (auto: one per CPU core on a CPU, one on a GPU)"
+            if settings.inference_workers is None
+            else "",
+        )
         state.executor = InferenceExecutor(
-            settings.inference_workers, policy, garble_batches=settings.fault_garble_batches
+            workers, policy, garble_batches=settings.fault_garble_batches
         )
         if settings.fault_garble_batches:
             log.warning("FAULT_GARBLE_BATCHES is set: batched audio is garbled on purpose")

@@ -26,9 +26,10 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
             "Streaming Kokoro-82M text-to-speech server: GET /ping, POST /invocations (chunked "
             "audio), WS /invocations-bidirectional-stream. Other settings come from the "
             "environment: QUEUE_MAX_DEPTH, MAX_TEXT_CHARS, INFERENCE_WORKERS, MODEL_NAME, DEVICE, "
-            "FIRST_SEGMENT_WORDS, DEFAULT_VOICE, TTS_CACHE_DIR, BATCH_MAX, BATCH_WAIT_MS, "
-            "BATCH_WINDOW_MS, DEADLINE_MARGIN_MS, MAX_WAIT_MS, SYNTHETIC_BATCH_BASE_MS, "
-            "SYNTHETIC_SEGMENT_MS, SYNTHETIC_SEGMENT_AUDIO_S, SHUTDOWN_DRAIN_S, FORCE_DURATIONS, "
+            "PRECISION, FIRST_SEGMENT_WORDS, DEFAULT_VOICE, TTS_CACHE_DIR, BATCH_MAX, "
+            "BATCH_WAIT_MS, BATCH_WINDOW_MS, DEADLINE_MARGIN_MS, MAX_WAIT_MS, "
+            "SYNTHETIC_BATCH_BASE_MS, SYNTHETIC_SEGMENT_MS, SYNTHETIC_SEGMENT_AUDIO_S, "
+            "SHUTDOWN_DRAIN_S, FORCE_DURATIONS, "
             "FAULT_GARBLE_BATCHES (a planted fault for calibration)."
         ),
     )
@@ -142,7 +143,7 @@ def run(argv: list[str] | None, prog: str, default_host: str) -> int:
         settings.scheduler,
         settings.batch_max,
         settings.queue_max_depth or "unbounded",
-        settings.inference_workers,
+        settings.inference_workers or "auto",
         settings.max_text_chars,
         settings.device,
         settings.model_dir or "(default)",

@@ -8,6 +8,7 @@ engine (`tts_container.synthetic`) replaces the model by a cost model.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from tts_container.cores import CoreShare, auto_workers, cpu_count
 from tts_container.device import check_device
 from tts_container.request import SynthesisRequest
 from tts_container.segmenter import cut_long, split_segments
@@ -107,11 +109,27 @@ class VoiceSet(Collection[str]):
         return len(self._names)
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+def set_torch_threads(threads: int) -> None:
+    """torch's intra-op threads for the calling thread only. The count is per thread, but a
+    thread's first parallel use takes the count any thread set last, so that use comes first."""
+    import torch
+
+    torch.get_num_threads()
+    torch.set_num_threads(threads)
+
+
+def inference_workers(settings: Settings) -> int:
+    """INFERENCE_WORKERS, auto resolved for the device Kokoro will run on (the synthetic engine,
+    a GPU's cost model, gets a GPU's one)."""
+    if settings.inference_workers is not None:
+        return settings.inference_workers
+    if settings.engine == "synthetic" or settings.device == "cuda":
+        return 1
+    if settings.device == "auto":
+        import torch
+
+        return auto_workers("cuda" if torch.cuda.is_available() else "cpu", cpu_count())
+    return auto_workers(settings.device, cpu_count())
 
 
 def pick_device(requested: str) -> str:
@@ -223,8 +241,11 @@ class KokoroEngine:
         weights_label: str = TRAINED_MODEL_DIR_LABEL,
         japanese_g2p: G2P | None = None,
         forced: ForcedDurations | None = None,
+        cores: CoreShare | None = None,
     ) -> None:
         self._model = model
+        # None: torch's own thread count (a GPU, or OMP_NUM_THREADS set by the deployment).
+        self._cores = cores
         self._voice_packs = voice_packs
         self._voices = VoiceSet(tuple(voice_packs))
         self._g2p = g2p
@@ -277,8 +298,6 @@ class KokoroEngine:
         if files.untrained:
             log.warning(UNTRAINED_BANNER)
         device = pick_device(settings.device)
-        if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-            torch.set_num_threads(max(1, _cpu_count() // settings.inference_workers))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="dropout option adds dropout after all")
             warnings.filterwarnings("ignore", message=r"`torch.nn.utils.weight_norm` is deprecated")
@@ -321,6 +340,11 @@ class KokoroEngine:
             weights_label=files.label,
             japanese_g2p=load_japanese_g2p(),
             forced=forced,
+            cores=(
+                CoreShare(cpu_count(), set_torch_threads)
+                if device == "cpu" and "OMP_NUM_THREADS" not in os.environ
+                else None
+            ),
         )
 
     def phoneme_pieces(self, request: SynthesisRequest) -> Iterator[str]:
@@ -359,7 +383,8 @@ class KokoroEngine:
     def synthesize(self, batch: Sequence[KokoroPiece]) -> list[Samples]:
         import torch
 
-        with torch.inference_mode():
+        share = contextlib.nullcontext() if self._cores is None else self._cores.forward()
+        with share, torch.inference_mode():
             if len(batch) == 1 and self.forced is None:
                 from kokoro import KPipeline
 

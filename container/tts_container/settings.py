@@ -45,7 +45,8 @@ class Settings:
     # MAX_TEXT_CHARS: longest accepted text (or phoneme string), in characters.
     max_text_chars: int = 5000
     # INFERENCE_WORKERS: syntheses that run at once; requests beyond them wait (queue wait).
-    inference_workers: int = 1
+    # None (auto, the default): one per CPU core on a CPU, one on a GPU (tts_container.cores).
+    inference_workers: int | None = None
     # MODEL_NAME: the Model dimension of the metrics.
     model_name: str = "kokoro-82m"
     # MODEL_DIR (or --model-dir): Kokoro files; None = /opt/ml/model if it holds a model, else
@@ -110,8 +111,10 @@ class Settings:
             raise SettingsError(f"queue_max_depth must be >= 0, got {self.queue_max_depth}")
         if self.max_text_chars < 1:
             raise SettingsError(f"max_text_chars must be >= 1, got {self.max_text_chars}")
-        if self.inference_workers < 1:
-            raise SettingsError(f"inference_workers must be >= 1, got {self.inference_workers}")
+        if self.inference_workers is not None and self.inference_workers < 1:
+            raise SettingsError(
+                f"inference_workers must be auto or >= 1, got {self.inference_workers}"
+            )
         if self.first_segment_words < 1:
             raise SettingsError(f"first_segment_words must be >= 1, got {self.first_segment_words}")
         if self.device not in DEVICES:
@@ -168,7 +171,6 @@ class Settings:
         ints = {
             "queue_max_depth": "QUEUE_MAX_DEPTH",
             "max_text_chars": "MAX_TEXT_CHARS",
-            "inference_workers": "INFERENCE_WORKERS",
             "first_segment_words": "FIRST_SEGMENT_WORDS",
             "batch_max": "BATCH_MAX",
         }
@@ -176,6 +178,11 @@ class Settings:
             raw = env.get(variable, "").strip()
             if raw:
                 values[name] = _parse_int(variable, raw)
+        raw = env.get("INFERENCE_WORKERS", "").strip()
+        if raw and raw != "auto":
+            if not raw.isdigit():
+                raise SettingsError(f"INFERENCE_WORKERS must be auto or an integer, got {raw!r}")
+            values["inference_workers"] = int(raw)
         for name, variable in (
             ("model_name", "MODEL_NAME"),
             ("device", "DEVICE"),

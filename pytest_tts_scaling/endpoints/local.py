@@ -107,6 +107,8 @@ class LocalServer:
         self.process = subprocess.Popen(
             command,
             env={
+                # One worker on the server's threads, beside the client; a setting given wins.
+                "INFERENCE_WORKERS": "1",
                 "OMP_NUM_THREADS": str(self.cores.server_threads),
                 **os.environ,
                 **self.env,
