@@ -274,6 +274,25 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         default=False,
     ),
     OptionSpec(
+        "--invocation-limit-s",
+        "tts_invocation_limit_s",
+        "Seconds a URL endpoint's first request may take before the endpoint is called silent: "
+        "its invocation limit. A slower first answer than the rest is reported as a cold start "
+        "and the run goes on. Default: 60 (SageMaker's limit).",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+    ),
+    OptionSpec(
+        "--no-confirm",
+        "tts_no_confirm",
+        "Report the search's answer without measuring its passing rung once more at the end "
+        "(one rung less; a server that changed speed during the run then goes unnoticed). "
+        "Default: off (confirmed).",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
         "--dry-run",
         "tts_dry_run",
         "Print the schedule and its wall-clock estimate; send nothing. Default: off.",

@@ -60,6 +60,9 @@ class RunOptions:
     runs: int = 1
     min_qmax: int | None = None
     fail_on_inconclusive: bool = False
+    no_confirm: bool = False
+    # How long the first request may take (a URL's; SageMaker's is its own 60 s).
+    invocation_limit_s: float = 60.0
     dry_run: bool = False
     artifacts_dir: Path = Path("reports")
     allow_config_mismatch: bool = False

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 
+from pytest_tts_scaling.core.next_step import next_step_line
 from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.core.verdicts import doubt_line
 from pytest_tts_scaling.failures import InconclusiveWarning, fail, one_line
@@ -32,7 +33,8 @@ def test_qmax_found(
     tts_report.artifact(artifact, tts_ladder.path)
     tts_report.html(rung_table_html(artifact), name="rungs")
     if artifact.q_max is None:
-        fail("qmax", f"FAIL: {no_qmax_message(artifact)}", tts_summary)
+        step = next_step_line(artifact, "pytest")
+        fail("qmax", f"FAIL: {no_qmax_message(artifact)}{f'; {step}' if step else ''}", tts_summary)
     if (doubt := doubt_line(artifact)) is not None:
         if tts_options.fail_on_inconclusive:
             fail(

@@ -20,6 +20,7 @@ from pytest_tts_scaling.calibration.disciplines import (
 from pytest_tts_scaling.calibration.server import SerialStreamServer
 from pytest_tts_scaling.calibration.truth import Truth, truth_for
 from pytest_tts_scaling.core.audio import AUDIO_SHORT
+from pytest_tts_scaling.core.confirm import change_words
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 
 # The base of the fault cases: serial, 50 ms a request, first audio at 20 ms; Q_max 6 at 295 ms.
@@ -30,6 +31,9 @@ FAST_SLO_MS = 295.0
 LEAD_SERIAL = Slots(slots=1, service_s=0.4, first_audio_s=0.02)
 # A rung's audible p50 is its TTFAB p50 plus the lead, within this (the client's own lateness).
 AUDIBLE_TOLERANCE_MS = 20.0
+# A cold first answer's TTFAB is its wait plus the service's first audio, and the client's and
+# the loop's lateness on a busy host: within this of the wait.
+COLD_TOLERANCE_MS = 1000.0
 # The key the OpenAI-style cases require; the shipped scenarios read it from OPENAI_API_KEY.
 CALIBRATION_KEY = "calibration-key"
 
@@ -52,6 +56,8 @@ class Case:
     def truth(self) -> Truth:
         """The answer a correct qmax gives; faults that leave capacity alone keep its truth."""
         faults = self.faults
+        if faults.slow_from_in_flight:
+            return Truth(q_max=None, bracketed=False, source="fault", server_changed=True)
         if faults.stall_after_headers or faults.stop_after is not None:
             return Truth(q_max=None, bracketed=False, source="fault", endpoint_error=True)
         if faults.error_every and faults.error_every < 100:
@@ -62,6 +68,8 @@ class Case:
             truth = Truth(q_max=cap, bracketed=True, source="truncation", error_kind=AUDIO_SHORT)
         if faults.lead_silence_s:
             truth = replace(truth, audible_after_ttfab_ms=faults.lead_silence_s * 1000)
+        if faults.cold_first_s:
+            truth = replace(truth, cold_first_ms=faults.cold_first_s * 1000)
         return truth
 
     def server(self) -> SerialStreamServer:
@@ -96,6 +104,11 @@ CASES: tuple[Case, ...] = (
     Case("one-burst-slow", Slots(1, service_s=6.0, first_audio_s=6.0), slo_ms=2000.0),
     Case("truncating", FAST_SERIAL, FAST_SLO_MS, Faults(truncate_above=3), fast=True, tone=True),
     Case("lead-silence", LEAD_SERIAL, 1020.0, Faults(lead_silence_s=0.3), tone=True),
+    # Twice as slow once 7 requests were first in flight (the rung above Q_max 6): the pair
+    # (6 passes, 7 fails) comes from two servers, which the confirmation of 6 must name.
+    Case("slowing", FAST_SERIAL, FAST_SLO_MS, Faults(slow_from_in_flight=7, slow_factor=2.0)),
+    # A first answer after 25 s (weights loaded on first use), /ping answering meanwhile.
+    Case("cold-start", FAST_SERIAL, FAST_SLO_MS, Faults(cold_first_s=25.0)),
     Case("openai-raw", FAST_SERIAL, FAST_SLO_MS, face="openai", scenario="openai-speech"),
     Case(
         "openai-sse",
@@ -121,6 +134,10 @@ class Outcome:
     error_kinds: frozenset[str] = frozenset()
     # Per rung with an audible time: its p50 minus its TTFAB p50 (ms).
     audible_leads_ms: tuple[float, ...] = ()
+    # The change the confirmation found (`N=6 p95 270 → 520 ms`), where it voided the answer.
+    change: str | None = None
+    # The health probe's first answer's TTFAB, where it was asked for again (a cold start).
+    cold_first_ms: float | None = None
 
     @classmethod
     def of(cls, artifact: QmaxArtifact) -> Outcome:
@@ -139,11 +156,18 @@ class Outcome:
                 and r.audible_ms.p50 is not None
                 and r.ttfab_ms.p50 is not None
             ),
+            change=change_words(confirmed)
+            if (confirmed := artifact.confirmation) is not None and confirmed.outcome == "changed"
+            else None,
+            cold_first_ms=_number(artifact.probe.get("cold_ttfab_ms")),
         )
 
     def text(self) -> str:
         if self.error is not None:
             return "error"
+        cold = f" cold {self.cold_first_ms / 1000:.1f} s" if self.cold_first_ms else ""
+        if self.change is not None:
+            return f"changed: {self.change}"
         if self.q_max is None:
             reasons = sorted({r or "slo" for r in self.rung_reasons})
             return f"none ({'/'.join(reasons)})"
@@ -153,11 +177,18 @@ class Outcome:
         if self.audible_leads_ms:
             low, high = min(self.audible_leads_ms), max(self.audible_leads_ms)
             words.append(f"audible +{low:.0f}..{high:.0f} ms")
-        return " ".join(words)
+        return " ".join(words) + cold
 
     def matches(self, truth: Truth) -> bool:
         if truth.endpoint_error:
             return self.error is not None
+        if truth.server_changed or self.change is not None:
+            return truth.server_changed and self.error is None and self.change is not None
+        if truth.cold_first_ms is not None and not (
+            self.cold_first_ms is not None
+            and 0 <= self.cold_first_ms - truth.cold_first_ms <= COLD_TOLERANCE_MS
+        ):
+            return False
         if self.error is not None or self.q_max != truth.q_max:
             return False
         if truth.failing_reason is not None:
@@ -175,6 +206,10 @@ class Outcome:
         ):
             return False
         return self.bracketed == truth.bracketed
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def rung_reason(rung: Rung) -> str | None:

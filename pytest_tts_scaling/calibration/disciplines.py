@@ -93,6 +93,11 @@ class Faults:
       included) ends cleanly after half its audio chunks, as a worker that timed out would.
     - `lead_silence_s`: the first chunk is this long of silence, sent at the first audio time;
       the speech follows `lead_silence_s` later (the slot's service time is unchanged).
+    - `cold_first_s`: the first request waits this long after its headers before it is served,
+      as a cold instance loads its weights on first use (/ping answers at once meanwhile).
+    - `slow_from_in_flight`, `slow_factor`: once this many requests are first in flight at once,
+      every later service takes `slow_factor` times as long (a GPU that throttles once driven
+      hard, a leak that grows with load); the first audio keeps its time.
     """
 
     max_queue_depth: int = 0
@@ -103,3 +108,6 @@ class Faults:
     ping_delay_s: float = 0.0
     truncate_above: int = 0
     lead_silence_s: float = 0.0
+    cold_first_s: float = 0.0
+    slow_from_in_flight: int = 0
+    slow_factor: float = 1.0

@@ -127,6 +127,9 @@ class SerialStreamServer:
     in_flight: int = 0
     peak_in_flight: int = 0
     requests_seen: int = 0
+    # Serving at `faults.slow_factor` times the service time (see Faults.slow_from_in_flight).
+    slowed: bool = False
+    _warm: bool = False
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _server: StreamServer | None = None
@@ -277,6 +280,8 @@ class SerialStreamServer:
             return
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        if faults.slow_from_in_flight and self.in_flight >= faults.slow_from_in_flight:
+            self.slowed = True
         self.arrived_ns[request_id] = time.perf_counter_ns()
         try:
             await self._respond(
@@ -331,6 +336,10 @@ class SerialStreamServer:
             await self._chunk(writer, wav_header_with_list_chunk())
         if faults.stall_after_headers:
             await asyncio.Event().wait()
+        if faults.cold_first_s and not self._warm:
+            self._warm = True
+            await asyncio.sleep(faults.cold_first_s)
+            arrived = time.perf_counter()
         if isinstance(self.discipline, Batching):
             await self._batch_member(arrived)
             await self._audio(writer, request_id, time.perf_counter(), 0.0, 0.0, truncate)
@@ -399,7 +408,7 @@ class SerialStreamServer:
         when the loop got round to it), so event-loop lateness never accumulates into TTFAB.
         """
         start = max(arrived, heapq.heappop(self._free_at))
-        service_s = self._service_times.next()
+        service_s = self._service_times.next() * (self.faults.slow_factor if self.slowed else 1.0)
         heapq.heappush(self._free_at, start + service_s)
         return start, service_s
 

@@ -32,8 +32,9 @@ class Truth:
 
     `q_max`/`bracketed` as in the artifact. `failing_reason`: every measured rung fails for this
     reason (then there is no Q_max). `error_kind`, `audible_after_ttfab_ms`: what the audio checks
-    must show. `endpoint_error`: the measurement must stop with an error
-    about the endpoint instead of a Q_max. `source` says where the number came from.
+    must show. `server_changed`, `cold_first_ms`: what the run must say about a server that
+    changed speed, and a slow first answer. `endpoint_error`: the measurement must stop with an
+    error about the endpoint instead of a Q_max. `source` says where the number came from.
     """
 
     q_max: int | None
@@ -45,6 +46,11 @@ class Truth:
     error_kind: str | None = None
     # Every rung's time to first audible audio is this long after its TTFAB (p50 against p50).
     audible_after_ttfab_ms: float | None = None
+    # The server changed speed between the answer's pair and its confirmation: no Q_max, and
+    # the change named.
+    server_changed: bool = False
+    # The first answer's TTFAB (a cold start), as the health probe must report it.
+    cold_first_ms: float | None = None
 
 
 def serial_qmax(service_s: float, first_audio_s: float, slo_ms: float) -> int:

@@ -25,6 +25,8 @@ FLAGS = (
     "--runs",
     "--min-qmax",
     "--fail-on-inconclusive",
+    "--no-confirm",
+    "--invocation-limit-s",
     "--dry-run",
     "--artifacts-dir",
     "--allow-shallow-queue",
@@ -52,6 +54,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.core.next_step import next_step_line
+    from pytest_tts_scaling.core.verdicts import doubt_line
     from pytest_tts_scaling.endpoints.factory import open_endpoint
     from pytest_tts_scaling.steps.baseline import (
         below_minimum,
@@ -84,11 +88,13 @@ def run(args: argparse.Namespace) -> int:
         regressed = not comparison.ok
     if result.artifact.q_max is None:
         print(f"qmax: FAIL: {no_qmax_message(result.artifact)}")
+        if (step := next_step_line(result.artifact, "tts-bench")) is not None:
+            print(f"qmax: {step}")
         return 1
     if (floor := below_minimum(result.artifact, settings.run)) is not None:
         print(f"qmax: FAIL: {floor}")
         return 1
-    if result.artifact.inconclusive and settings.run.fail_on_inconclusive:
+    if doubt_line(result.artifact) is not None and settings.run.fail_on_inconclusive:
         print("qmax: FAIL: the answer is inconclusive (--fail-on-inconclusive)")
         return 1
     return 1 if regressed else 0

@@ -169,7 +169,7 @@ class Rung(_Model):
     # Real-time factor: request wall time / audio seconds (below 1: faster than real time).
     rtf: Summary | None = None
     audio_throughput: float | None = None
-    phase: Literal["ladder", "refine", "search", "remeasure", "retest"] = "ladder"
+    phase: Literal["ladder", "refine", "search", "remeasure", "retest", "confirm"] = "ladder"
     extensions: int = Field(default=0, ge=0)
     # The window ended before its time: what it held was already a clear failure.
     ended_early: bool = False
@@ -221,6 +221,22 @@ class AudioReferenceSummary(_Model):
     tolerance: float = Field(ge=0, le=1)
 
 
+class Confirmation(_Model):
+    """The answer's passing rung measured once more, last: is the server still the one measured?
+
+    `held`: it passes as before. `slowed`: it passes, slower beyond both p95 intervals (the
+    failure above it, measured on a faster server, holds a fortiori). `changed`: its p95 moved
+    beyond both intervals otherwise (it fails now, or the server got faster): the pair came from
+    two servers. `not_repeated`: it failed or was unusable with no such move: the pass did not
+    repeat.
+    """
+
+    concurrency: int = Field(ge=1)
+    outcome: Literal["held", "slowed", "changed", "not_repeated"]
+    before_p95_ms: float | None
+    rung: Rung
+
+
 class QmaxArtifact(_Model):
     schema_: Literal["tts-scaling/qmax/1"] = Field(alias="schema", default=QMAX_SCHEMA)
     model: str
@@ -258,6 +274,8 @@ class QmaxArtifact(_Model):
     # whose p95 interval still held the SLO after their extensions: the answer is inconclusive.
     # Absent from artifacts written before it was kept (read as none).
     inconclusive: list[int] = Field(default_factory=list)
+    # The Q_max rung measured once more at the end (None: not asked for, or nothing to confirm).
+    confirmation: Confirmation | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

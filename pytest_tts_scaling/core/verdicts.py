@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_tts_scaling.core.audio import AUDIO_ERRORS
+from pytest_tts_scaling.core.confirm import DOUBTFUL, change_words, confirmation_line
 from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
 from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
@@ -309,6 +310,8 @@ def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
 
 def doubt_line(a: QmaxArtifact) -> str | None:
     """Why the answer is inconclusive and what would settle it; None when it is not."""
+    if a.confirmation is not None and a.confirmation.outcome in DOUBTFUL:
+        return confirmation_line(a.confirmation)
     by_c = {r.concurrency: r for r in a.rungs}
     held = [by_c[c] for c in a.inconclusive if c in by_c]
     if not held:
@@ -335,11 +338,14 @@ def verdict_words(a: QmaxArtifact) -> str:
     """What the run found, in words that cannot contradict each other; INCONCLUSIVE when the
     rungs it rests on still hold the SLO inside their p95 interval (:func:`doubt_line`)."""
     words = _verdict(a)
-    return f"{words}, INCONCLUSIVE" if a.inconclusive else words
+    doubted = a.confirmation is not None and a.confirmation.outcome in DOUBTFUL
+    return f"{words}, INCONCLUSIVE" if a.inconclusive or doubted else words
 
 
 def _verdict(a: QmaxArtifact) -> str:
     failing = [r for r in a.rungs if r.usable and not r.meets_slo]
+    if a.confirmation is not None and a.confirmation.outcome == "changed":
+        return f"no Q_max: the server changed speed during the run ({change_words(a.confirmation)})"
     if a.q_max is None:
         if failing and all(r.fail_reason == "errors" for r in failing):
             kinds = sorted({k for r in failing for k in r.errors_by_kind})

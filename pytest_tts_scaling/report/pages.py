@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pytest_tts_scaling.artifacts import write_atomic
+from pytest_tts_scaling.core.next_step import next_step_line
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL, doubt_line
 from pytest_tts_scaling.report.extras import (
@@ -87,6 +88,7 @@ class View:
 def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
     rungs = artifact.rungs
     usable = [r for r in rungs if r.usable]
+    thin = [r for r in usable if r.few_samples]
     short = [
         r.concurrency
         for r in rungs
@@ -122,8 +124,13 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         ),
         Fact(
             "usable rungs",
-            f"{len(usable)} of {len(rungs)}",
-            "ok" if len(usable) == len(rungs) else "warn",
+            f"{len(usable)} of {len(rungs)}"
+            + "".join(
+                f"; N={r.concurrency} judged on {r.completed} answer{'s' * (r.completed != 1)}"
+                for r in thin
+            )
+            + (" (too few for a p95)" if thin else ""),
+            "ok" if len(usable) == len(rungs) and not thin else "warn",
         ),
         Fact(
             "client held N",
@@ -140,6 +147,7 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
     if doubt is not None:
         trust.insert(0, Fact("answer settled", "no: INCONCLUSIVE", "warn"))
     notes = [doubt.removeprefix("qmax: ")] if doubt is not None else []
+    notes += [step] if (step := next_step_line(artifact, "pytest")) is not None else []
     notes += [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
     figures = (
         []

@@ -252,11 +252,12 @@ def throughput_svg(artifact: QmaxArtifact) -> str:
     ax.plot(
         xs, little, "s--", color="tab:orange", label="Little's law: mean in flight / mean latency"
     )
-    try:
+    # A knee needs a curve (two usable rungs) that met the SLO somewhere: the lone rung of a run
+    # where nothing passed is no knee.
+    curved = sum(1 for r in rungs if r.usable) >= 2 and any(r.meets_slo for r in rungs)
+    if curved:
         at = knee_concurrency(ServiceCurve.from_rungs(rungs))
         ax.axvline(at, color="tab:brown", linestyle=":", label=f"knee at N={at:g}")
-    except ValueError:
-        pass  # no usable rung: no curve, no knee
     _q_max_marks(ax, artifact, rungs)
     headroom(ax, [r.throughput_rps for r in rungs] + little)
     return finish(

@@ -19,9 +19,16 @@ from typing import NoReturn
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import keep_previous, kept_lines, save
 from pytest_tts_scaling.core.audio import AudioReference
+from pytest_tts_scaling.core.confirm import confirmation_concurrency, judge_confirmation
 from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestSpec
-from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
+from pytest_tts_scaling.core.schema import (
+    Confirmation,
+    Provenance,
+    QmaxArtifact,
+    Rung,
+    qmax_filename,
+)
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
@@ -35,7 +42,7 @@ from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
+from pytest_tts_scaling.steps.qmax_health import first_answer_line, require_answer, silence_after
 from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 from pytest_tts_scaling.steps.qmax_rung import (
     PROGRESS_EVERY_S,
@@ -135,16 +142,24 @@ def run_ladder(
     def probe_request(worker: int, seq: int) -> RequestSpec:
         return workload.request(1, worker, seq)
 
-    probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
-    progress(f"qmax: asking {endpoint.name} for one answer first (up to {probe_stall_s:.0f} s)")
+    # The first answer may take the endpoint's whole invocation limit: a cold instance loads
+    # weights or compiles on its first request, and is slow once, not absent.
+    first_s = max(stall_s, endpoint.invocation_limit_s)
+    progress(
+        f"qmax: asking {endpoint.name} for one answer first (up to {first_s:.0f} s, its "
+        "invocation limit)"
+    )
     # A lone answer silent long enough to raise the stall bound is asked for again, warm.
     health = require_answer(
         endpoint,
         run.transport,
         probe_request,
-        stall_s=probe_stall_s,
+        stall_s=first_s,
         cold_s=silence_kept_s(settings.slo_ms),
     )
+    if (cold := first_answer_line(health)) is not None:
+        progress(cold)
+    probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
     stall_s = stall_bound_s(settings.slo_ms, health.quietest_s)
     # After a rung that heard nothing, a lone request may be as silent as a rung's may be: a
     # server that sends each answer whole, slower on a busy host, is not a stopped one.
@@ -171,6 +186,8 @@ def run_ladder(
 
     def artifact(rungs: list[Rung], complete: bool, stop_reason: str | None) -> QmaxArtifact:
         q_max, bracketed = select_qmax(rungs, settings.slo_ms)
+        if complete and confirmation is not None and confirmation.outcome == "changed":
+            q_max, bracketed = None, False  # a pair from two servers answers for neither
         by_c = {r.concurrency: r for r in rungs}
         c1 = by_c.get(1)
         usable_c1 = c1 if c1 is not None and c1.usable else None
@@ -217,6 +234,7 @@ def run_ladder(
             non_monotonic=falls_in_p95(rungs),
             audio_reference=reference.summary() if reference is not None else None,
             inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
+            confirmation=confirmation if complete else None,
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -228,48 +246,69 @@ def run_ladder(
     quality = (
         QualityCheck(run.wer_sample, run.max_wer, run.max_wer_increase) if run.wer_sample else None
     )
+
+    def confirm(rungs: list[Rung], run_index: int) -> Confirmation | None:
+        """The answer's passing rung measured once more, last (docs/method.md)."""
+        concurrency = confirmation_concurrency(rungs, *select_qmax(rungs, settings.slo_ms))
+        if concurrency is None:
+            return None
+        before = next(r for r in rungs if r.concurrency == concurrency)
+        progress(
+            f"qmax N={concurrency} confirm: the answer's passing rung measured once more, last, "
+            f"to check the server still serves at the speed it was measured at; "
+            f"{both_flags('--no-confirm')} skips it"
+        )
+        after = take(Step(concurrency, "confirm"), rungs, run_index)
+        elapsed = time.monotonic() - started
+        progress(progress_line(after, settings.slo_ms, elapsed, 0.0))
+        return judge_confirmation(before, after, settings.slo_ms)
+
     measured = 0
+
+    def take(step: Step, rungs: list[Rung], run_index: int) -> Rung:
+        """Measure one rung (after the gap), stopping the run if the endpoint fell silent."""
+        nonlocal measured, reference
+        eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
+        if measured:
+            wait_gap(settings.gap_s, step, progress, eta_s)
+        again = None if step.phase == "confirm" else again_line(step, rungs, eta_s(settings.hold_s))
+        if again is not None:
+            progress(again)
+        rung, heard, reference = measure_rung(
+            endpoint,
+            settings,
+            workload,
+            step,
+            records_path,
+            inputs_path,
+            progress=progress,
+            eta_s=eta_s,
+            stall_s=stall_s,
+            reference=reference,
+            quality=quality,
+        )
+        seen = silence_after(endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s)
+        if seen is not None:
+            reason = f"endpoint stopped answering at N={step.concurrency}: {seen}"
+            stop(
+                rungs,
+                reason,
+                EndpointUnavailable(
+                    f"{endpoint.name}: {reason}; the rungs measured before it are kept in "
+                    f"{path}, marked incomplete"
+                ),
+            )
+        measured += 1
+        return rung.model_copy(update={"run": run_index, "phase": step.phase})
+
+    confirmation: Confirmation | None = None  # the final run's, once the runs are done
+    confirmations: dict[int, Confirmation] = {}
     for run_index in range(1, run.runs + 1):
         rungs: list[Rung] = []
         runs.append(rungs)
         while (step := _next(rungs, endpoint, settings)) is not None:
-            concurrency = step.concurrency
-            eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
-            if measured:
-                wait_gap(settings.gap_s, step, progress, eta_s)
-            if (again := again_line(step, rungs, eta_s(settings.hold_s))) is not None:
-                progress(again)
-
-            rung, heard, reference = measure_rung(
-                endpoint,
-                settings,
-                workload,
-                step,
-                records_path,
-                inputs_path,
-                progress=progress,
-                eta_s=eta_s,
-                stall_s=stall_s,
-                reference=reference,
-                quality=quality,
-            )
-            seen = silence_after(
-                endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s
-            )
-            if seen is not None:
-                reason = f"endpoint stopped answering at N={concurrency}: {seen}"
-                stop(
-                    rungs,
-                    reason,
-                    EndpointUnavailable(
-                        f"{endpoint.name}: {reason}; the rungs measured before it are kept in "
-                        f"{path}, marked incomplete"
-                    ),
-                )
-            rung = rung.model_copy(update={"run": run_index, "phase": step.phase})
-            rungs[:] = add_measurement(rungs, rung)
+            rungs[:] = add_measurement(rungs, take(step, rungs, run_index))
             rung = rungs[-1]
-            measured += 1
             if rung.client is not None:
                 rung.client.kept_time_up_to = max(
                     (r.concurrency for r in rungs if r.unusable_reason != "client_saturated"),
@@ -283,7 +322,10 @@ def run_ladder(
                 check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
             except InputError as exc:
                 stop(rungs, f"refused: {exc}", exc)
+        if not run.no_confirm and (confirmed := confirm(rungs, run_index)) is not None:
+            confirmations[run_index] = confirmed
     final = min(runs, key=lambda r: select_qmax(r, settings.slo_ms)[0] or 0)
+    confirmation = confirmations.get(runs.index(final) + 1)
     endpoint.thaw()  # the load has stopped: restore the endpoint before the CloudWatch join
     annotated = endpoint.annotate_rungs(final)
     result = artifact(annotated, complete=True, stop_reason=None)
@@ -312,7 +354,8 @@ def _eta_s(
     if rung_left_s > 0:
         left = max(0, left - 1)  # the rung running now is one of them
     later_runs = (settings.run.runs - run_index) * max(1, len(rungs) + 1)
-    return rung_left_s + (left + later_runs) * per_rung
+    confirming = 0 if settings.run.no_confirm else 1
+    return rung_left_s + (left + later_runs + confirming) * per_rung
 
 
 def _next(rungs: list[Rung], endpoint: Endpoint, settings: ResolvedOptions) -> Step | None:
