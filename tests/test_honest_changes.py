@@ -82,7 +82,8 @@ def test_a_changed_server_voids_the_pair_and_names_the_change() -> None:
         "no Q_max: the server changed speed during the run (N=6 p95 270 → 520 ms), INCONCLUSIVE"
     )
     doubt = doubt_line(artifact)
-    assert doubt is not None and doubt.startswith("qmax: INCONCLUSIVE: the server changed speed")
+    assert doubt is not None
+    assert doubt.startswith("qmax: INCONCLUSIVE: the server changed speed")
 
 
 @pytest.mark.timeout(300)
@@ -92,7 +93,8 @@ def test_the_slowing_server_is_caught_by_the_confirmation(tmp_path: Path) -> Non
     lines: list[str] = []
     run = measure(case, ladder=None, hold_s=2.0, artifacts_dir=tmp_path, progress=lines.append)
     assert run.outcome.matches(case.truth()), (run.outcome, lines)
-    assert run.outcome.change is not None and run.outcome.change.startswith("N=6 p95 ")
+    assert run.outcome.change is not None
+    assert run.outcome.change.startswith("N=6 p95 ")
     assert any(line.startswith("qmax N=6 confirm: the answer's passing rung") for line in lines)
 
 
@@ -124,7 +126,8 @@ def test_a_cold_first_answer_is_slow_not_absent(tmp_path: Path) -> None:
     run = measure(case, ladder=(1,), hold_s=1.5, artifacts_dir=tmp_path, progress=lines.append)
     assert run.outcome.error is None, run.outcome
     assert run.outcome.q_max == 1
-    assert run.outcome.cold_first_ms is not None and run.outcome.cold_first_ms >= 3000
+    assert run.outcome.cold_first_ms is not None
+    assert run.outcome.cold_first_ms >= 3000
     [said] = [line for line in lines if "cold start" in line]
     assert said.startswith("qmax: the first answer took ")
     assert "it looks like a cold start" in said
@@ -190,7 +193,8 @@ def test_n1_missing_the_slo_on_a_busy_host_gives_commands() -> None:
         "model (the same network, so about the same cost per request)"
     )
     bench = next_step_line(busy_local(), "tts-bench")
-    assert bench is not None and bench.startswith("next: tts-bench qmax --slo-ms 5500 ")
+    assert bench is not None
+    assert bench.startswith("next: tts-bench qmax --slo-ms 5500 ")
     view = qmax_view(busy_local(), Path("qmax.json"))
     assert step.removeprefix("qmax: ") in view.notes
 
@@ -218,3 +222,21 @@ def test_no_knee_where_no_rung_passed() -> None:
         q_max_bracketed=False,
     )
     assert "knee at N=2" in throughput_svg(curve)
+
+
+def test_a_misspelled_plugin_option_names_the_closest_under_pytest(
+    pytester: pytest.Pytester,
+) -> None:
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tts-ladr", "1,2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: unrecognized arguments: --tts-ladr; did you mean --tts-ladder?"]
+    )
+    spelled = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tts-hold=3")
+    spelled.stderr.fnmatch_lines(
+        ["*unrecognized arguments: --tts-hold=3; did you mean --tts-hold-s?"]
+    )
+    # Someone else's unknown option is left to pytest's own words.
+    other = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--frobnicate")
+    other.stderr.fnmatch_lines(["*unrecognized arguments: --frobnicate"])
+    assert "did you mean" not in other.stderr.str()
