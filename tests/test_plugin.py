@@ -185,7 +185,8 @@ def test_dry_run_of_the_search_states_its_worst_case_past_capture(
         [
             "qmax dry run: url endpoint http://127.0.0.1:9*",
             "adaptive search up to N=64: hold 60 s (last 30 s measured), gap 10 s, runs 1",
-            "  rung 1: N=1; then the predicted SLO crossing*N pass / N+1 fail",
+            "  rung 1: N=1; then the predicted SLO crossing*N pass / N+1 fail, then N once more "
+            "to confirm*",
             # 2*log2(64)+6 = 18 concurrencies, 3 measurements each of up to 60+4*30 s (a sparse
             # window is held up to 4 more), 53 gaps of 10 s
             "estimate: about 5.7 min (4-6 rungs); worst case 170.8 min: 18 concurrencies, each "

@@ -134,7 +134,9 @@ class Outcome:
     error_kinds: frozenset[str] = frozenset()
     # Per rung with an audible time: its p50 minus its TTFAB p50 (ms).
     audible_leads_ms: tuple[float, ...] = ()
-    # The change the confirmation found (`N=6 p95 270 → 520 ms`), where it voided the answer.
+    # The confirmation's outcome (`held`, `changed`, ...; None: none measured), and the change
+    # it found (`N=6 p95 270 → 520 ms`) where it voided the answer.
+    confirmed: str | None = None
     change: str | None = None
     # The health probe's first answer's TTFAB, where it was asked for again (a cold start).
     cold_first_ms: float | None = None
@@ -142,6 +144,7 @@ class Outcome:
     @classmethod
     def of(cls, artifact: QmaxArtifact) -> Outcome:
         rungs = artifact.rungs
+        confirmation = artifact.confirmation
         return cls(
             q_max=artifact.q_max,
             bracketed=artifact.q_max_bracketed,
@@ -156,8 +159,9 @@ class Outcome:
                 and r.audible_ms.p50 is not None
                 and r.ttfab_ms.p50 is not None
             ),
-            change=change_words(confirmed)
-            if (confirmed := artifact.confirmation) is not None and confirmed.outcome == "changed"
+            confirmed=None if confirmation is None else confirmation.outcome,
+            change=change_words(confirmation)
+            if confirmation is not None and confirmation.outcome == "changed"
             else None,
             cold_first_ms=_number(artifact.probe.get("cold_ttfab_ms")),
         )
@@ -165,7 +169,9 @@ class Outcome:
     def text(self) -> str:
         if self.error is not None:
             return "error"
-        cold = f" cold {self.cold_first_ms / 1000:.1f} s" if self.cold_first_ms else ""
+        suffix = f" cold {self.cold_first_ms / 1000:.1f} s" if self.cold_first_ms else ""
+        if self.confirmed not in (None, "held"):
+            suffix += f" [{self.confirmed}]"
         if self.change is not None:
             return f"changed: {self.change}"
         if self.q_max is None:
@@ -177,7 +183,7 @@ class Outcome:
         if self.audible_leads_ms:
             low, high = min(self.audible_leads_ms), max(self.audible_leads_ms)
             words.append(f"audible +{low:.0f}..{high:.0f} ms")
-        return " ".join(words) + cold
+        return " ".join(words) + suffix
 
     def matches(self, truth: Truth) -> bool:
         if truth.endpoint_error:

@@ -102,7 +102,8 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
             head,
             f"adaptive search up to N={settings.max_concurrency}: {timing}",
             "  rung 1: N=1; then the predicted SLO crossing and its neighbours, ending on "
-            "N pass / N+1 fail",
+            "N pass / N+1 fail"
+            + ("" if run.no_confirm else ", then N once more to confirm the server held still"),
             f"estimate: about {typical_s / 60:.1f} min (4-6 rungs); worst case "
             f"{worst_s / 60:.1f} min: {rungs} concurrencies, each measured up to "
             f"{MAX_MEASUREMENTS} times (again when unusable, re-tested when a failure is "
