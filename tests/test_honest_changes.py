@@ -22,6 +22,7 @@ from pytest_tts_scaling.report.pages import qmax_view
 from pytest_tts_scaling.report.plots import throughput_svg
 from pytest_tts_scaling.steps.qmax import run_ladder
 from pytest_tts_scaling.steps.qmax_calibration import measure
+from pytest_tts_scaling.steps.qmax_words import no_qmax_message, trust_lines
 from tests.factories import make_qmax, make_rung
 
 SLO = 295.0
@@ -72,6 +73,9 @@ def test_a_server_that_slowed_but_still_passes_holds_the_answer() -> None:
     artifact = make_qmax(pair, q_max=6, confirmation=confirmed)
     assert verdict_words(artifact).startswith("Q_max 6 (bracketed")
     assert "INCONCLUSIVE" not in verdict_words(artifact)
+    assert any(
+        line.startswith("qmax: the server slowed during the run") for line in trust_lines(artifact)
+    )
 
 
 def test_a_changed_server_voids_the_pair_and_names_the_change() -> None:
@@ -81,6 +85,12 @@ def test_a_changed_server_voids_the_pair_and_names_the_change() -> None:
     assert verdict_words(artifact) == (
         "no Q_max: the server changed speed during the run (N=6 p95 270 → 520 ms), INCONCLUSIVE"
     )
+    view = qmax_view(artifact, Path("qmax.json"))
+    assert view.qualifier == "the server changed speed during the run, INCONCLUSIVE"
+    assert ("answer confirmed", "changed: N=6 p95 270 → 520 ms", "bad") in [
+        (f.label, f.value, f.state) for f in view.trust
+    ]
+    assert no_qmax_message(artifact).startswith("INCONCLUSIVE: the server changed speed during")
     doubt = doubt_line(artifact)
     assert doubt is not None
     assert doubt.startswith("qmax: INCONCLUSIVE: the server changed speed")

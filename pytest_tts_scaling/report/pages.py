@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pytest_tts_scaling.artifacts import write_atomic
+from pytest_tts_scaling.core.confirm import change_words
 from pytest_tts_scaling.core.next_step import next_step_line
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL, doubt_line
@@ -95,6 +96,7 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         if r.completed and r.concurrency_mean < (1 - CLIENT_SHORTFALL) * r.concurrency
     ]
     found = artifact.q_max is not None
+    changed = artifact.confirmation is not None and artifact.confirmation.outcome == "changed"
     s_mean, s_p95 = artifact.s_mean_s, artifact.s_p95_s
     facts = [
         Fact("SLO", f"p95 TTFAB ≤ {artifact.slo_ms:g} ms"),
@@ -143,6 +145,15 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
             "ok" if artifact.complete else "bad",
         ),
     ]
+    confirmed = artifact.confirmation
+    if confirmed is not None:
+        trust.append(
+            Fact(
+                "answer confirmed",
+                f"{confirmed.outcome.replace('_', ' ')}: {change_words(confirmed)}",
+                "ok" if confirmed.outcome == "held" else "bad" if changed else "warn",
+            )
+        )
     doubt = doubt_line(artifact)
     if doubt is not None:
         trust.insert(0, Fact("answer settled", "no: INCONCLUSIVE", "warn"))
@@ -178,6 +189,8 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         qualifier=(
             ("bracketed" if artifact.q_max_bracketed else "lower bound")
             if found
+            else "the server changed speed during the run"
+            if changed
             else "no rung met the SLO"
             if rungs
             else "no rung measured"

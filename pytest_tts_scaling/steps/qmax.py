@@ -57,9 +57,9 @@ from pytest_tts_scaling.steps.qmax_words import (
     trust_lines,
 )
 
-# The health probes (before rung 1, and after a rung that heard no audio) wait longer than a
-# rung's stall bound for a first answer: a slow endpoint on a busy host is not a dead one
-# (refusals and error statuses are still seen at once).
+# The health probe after a rung that heard no audio waits longer than a rung's stall bound for
+# an answer: a slow endpoint on a busy host is not a dead one (refusals and error statuses are
+# still seen at once). The first probe waits the endpoint's invocation limit.
 PROBE_PATIENCE_S = 20.0
 
 

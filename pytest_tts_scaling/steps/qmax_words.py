@@ -6,6 +6,7 @@ command, the scenario and the summary say the same thing.
 
 from __future__ import annotations
 
+from pytest_tts_scaling.core.confirm import confirmation_line
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
 from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
 from pytest_tts_scaling.core.spelling import both_flags
@@ -40,6 +41,8 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
     lines: list[str] = []
     if (doubt := doubt_line(a)) is not None:
         lines.append(doubt)
+    if a.confirmation is not None and a.confirmation.outcome == "slowed":
+        lines.append(str(confirmation_line(a.confirmation)))
     host = a.host
     loads = [r.load_avg_1m for r in a.rungs if r.load_avg_1m is not None]
     if host is not None and loads and max(loads) > host.cpu_count:
@@ -66,6 +69,8 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
 
 def no_qmax_message(artifact: QmaxArtifact) -> str:
     """Why no rung passed, naming errors apart from latency (a broken endpoint is not slow)."""
+    if (confirmed := artifact.confirmation) is not None and confirmed.outcome == "changed":
+        return str(confirmation_line(confirmed)).removeprefix("qmax: ")
     first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
     if first is not None and first.fail_reason == "errors":
         return f"{verdict_words(artifact)}: the endpoint answers without audio, it is not slow"
