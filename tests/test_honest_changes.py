@@ -13,7 +13,7 @@ from pytest_tts_scaling.calibration.cases import BY_NAME, Outcome
 from pytest_tts_scaling.calibration.disciplines import Faults
 from pytest_tts_scaling.core.confirm import confirmation_concurrency, judge_confirmation
 from pytest_tts_scaling.core.next_step import next_step_line, suggested_slo_ms
-from pytest_tts_scaling.core.schema import Host, Interval
+from pytest_tts_scaling.core.schema import ClientTiming, Host, Interval
 from pytest_tts_scaling.core.verdicts import doubt_line, verdict_words
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import EndpointUnavailable
@@ -63,6 +63,18 @@ def test_the_second_measurement_judges_the_server(
     before = rung(6, 270, 262, 272)
     after = rung(6, *again)
     assert judge_confirmation(before, after, SLO).outcome == outcome
+
+
+@pytest.mark.parametrize(("lag_max_ms", "outcome"), [(40.0, "changed"), (300.0, "not_repeated")])
+def test_a_busy_client_still_shows_a_change_beyond_its_lateness(
+    lag_max_ms: float, outcome: str
+) -> None:
+    """The client could not keep time in the second measurement: a move of p95 larger than
+    its worst lateness (and the noise floor) is still the server's."""
+    late = ClientTiming(ticks=100, lag_max_ms=lag_max_ms)
+    after = rung(6, 524, 515, 530, usable=False, unusable_reason="client_saturated", client=late)
+    confirmed = judge_confirmation(rung(6, 277, 270, 280), after, SLO)
+    assert confirmed.outcome == outcome
 
 
 def test_a_server_that_slowed_but_still_passes_holds_the_answer() -> None:

@@ -44,10 +44,23 @@ def moved(before: Rung, after: Rung, slo_ms: float) -> bool:
     return apart and abs(a - b) > CHANGE_FLOOR_SHARE * slo_ms
 
 
+def beyond_client_lateness(before: Rung, after: Rung, slo_ms: float) -> bool:
+    """A second measurement the client could not keep time in still shows a changed server when
+    its p95 moved by more than the noise floor plus the client's worst lateness: every time the
+    client took was late by at most that much (a busy host's client, not the server, is slow)."""
+    client = after.client
+    if after.unusable_reason != "client_saturated" or client is None or client.lag_max_ms is None:
+        return False
+    b, a = rung_p95(before), rung_p95(after)
+    if b is None or a is None or not moved(before, after, slo_ms):
+        return False
+    return abs(a - b) > CHANGE_FLOOR_SHARE * slo_ms + client.lag_max_ms
+
+
 def judge_confirmation(before: Rung, after: Rung, slo_ms: float) -> Confirmation:
     """What the second measurement of the answer's passing rung says about the server."""
     if not after.usable:
-        outcome = "not_repeated"
+        outcome = "changed" if beyond_client_lateness(before, after, slo_ms) else "not_repeated"
     elif moved(before, after, slo_ms):
         slower = (rung_p95(after) or 0.0) > (rung_p95(before) or 0.0)
         outcome = "slowed" if slower and after.meets_slo else "changed"
@@ -64,7 +77,7 @@ def judge_confirmation(before: Rung, after: Rung, slo_ms: float) -> Confirmation
 def change_words(c: Confirmation) -> str:
     """`N=6 p95 270 → 520 ms`, or why the second measurement has no p95 to compare."""
     after = c.rung
-    if not after.usable:
+    if c.outcome == "not_repeated" and not after.usable:
         return f"N={c.concurrency} unusable when measured again ({after.unusable_reason})"
     before = "n/a" if c.before_p95_ms is None else f"{c.before_p95_ms:.0f}"
     now = rung_p95(after)
