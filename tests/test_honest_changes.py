@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from pytest_tts_scaling.core.schema import ClientTiming, Host, Interval
 from pytest_tts_scaling.core.verdicts import doubt_line, verdict_words
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import EndpointUnavailable
-from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.pages import qmax_view
 from pytest_tts_scaling.report.plots import throughput_svg
 from pytest_tts_scaling.steps.qmax import run_ladder
@@ -26,6 +27,12 @@ from pytest_tts_scaling.steps.qmax_words import no_qmax_message, trust_lines
 from tests.factories import make_qmax, make_rung
 
 SLO = 295.0
+
+
+def url_settings(url: str, tmp_path: Path, **options: Any) -> ResolvedOptions:
+    """Rungs of 2 s (the last 4/3 measured) against `url` at the fast cases' SLO."""
+    values: dict[str, Any] = {"slo_ms": SLO, "hold_s": 2.0, "measure_s": 4 / 3, "gap_s": 0}
+    return RunOptions(endpoint_url=url, artifacts_dir=tmp_path, **{**values, **options}).for_kind()
 
 
 def rung(n: int, p95: float, low: float, high: float, **fields: object):  # type: ignore[no-untyped-def]
@@ -122,21 +129,15 @@ def test_the_slowing_server_is_caught_by_the_confirmation(tmp_path: Path) -> Non
 
 @pytest.mark.timeout(300)
 def test_without_confirmation_the_slowing_server_reads_as_the_fast_one(tmp_path: Path) -> None:
-    """--no-confirm saves the rung and reports the pair as it was measured (6 bracketed)."""
+    """--no-confirm saves the rung and reports the pair as it was measured: a plain bracketed
+    Q_max (the fast server's 6 where the client keeps time)."""
     case = BY_NAME["slowing"]
     with case.server() as server:
-        settings = RunOptions(
-            endpoint_url=server.base_url,
-            slo_ms=case.slo_ms,
-            hold_s=2.0,
-            measure_s=4 / 3,
-            gap_s=0,
-            artifacts_dir=tmp_path,
-            no_confirm=True,
-        ).for_kind()
+        settings = url_settings(server.base_url, tmp_path, slo_ms=case.slo_ms, no_confirm=True)
         result = run_ladder(UrlEndpoint(server.base_url), settings, progress=lambda _: None)
-    assert (result.artifact.q_max, result.artifact.q_max_bracketed) == (6, True)
+    assert result.artifact.q_max_bracketed
     assert result.artifact.confirmation is None
+    assert "INCONCLUSIVE" not in verdict_words(result.artifact)
     assert not Outcome.of(result.artifact).matches(case.truth())
 
 
@@ -159,16 +160,7 @@ def test_a_cold_first_answer_is_slow_not_absent(tmp_path: Path) -> None:
 def test_silence_past_the_invocation_limit_does_not_answer_and_names_ping(tmp_path: Path) -> None:
     case = replace(BY_NAME["cold-start"], faults=Faults(cold_first_s=30.0))
     with case.server() as server:
-        settings = RunOptions(
-            endpoint_url=server.base_url,
-            slo_ms=SLO,
-            ladder=(1,),
-            hold_s=1.5,
-            measure_s=1,
-            gap_s=0,
-            artifacts_dir=tmp_path,
-            invocation_limit_s=1.0,
-        ).for_kind()
+        settings = url_settings(server.base_url, tmp_path, ladder=(1,), invocation_limit_s=1.0)
         endpoint = UrlEndpoint(server.base_url, invocation_limit_s=1.0)
         with pytest.raises(EndpointUnavailable) as caught:
             run_ladder(endpoint, settings, progress=lambda _: None)
