@@ -16,6 +16,8 @@ from pytest_tts_scaling.options import RunOptions
 FLAGS = (
     "--qmax-artifact",
     "--ttotal-artifact",
+    "--prices",
+    "--hourly-rps",
     "--peak-rps",
     "--trough-rps",
     "--min-floor",
