@@ -183,6 +183,9 @@ def candidate_cost(
     served = float(day.completed.sum())
     audio_s = audio_s_per_request(m.qmax)
     audio_hours = served * audio_s / 3600.0 if audio_s else 0.0
+    # compute_plan names both artifacts in every plan it writes.
+    assert plan.inputs.qmax_artifact is not None
+    assert plan.inputs.ttotal_artifact is not None
     return PlanCandidate(
         instance_type=_instance_type(m),
         slug=m.qmax.slug,
@@ -204,7 +207,7 @@ def candidate_cost(
         requests_served_per_day=round(served, 1),
         shed_fraction_per_day=round(day.shed_fraction(), 6),
         audio_s_per_request=None if audio_s is None else round(audio_s, 3),
-        cost_per_audio_hour=round(per_day / audio_hours, 4) if audio_hours > 0 else None,
+        cost_per_audio_hour=round(per_day / audio_hours, 6) if audio_hours > 0 else None,
         chosen=False,
         why="",
     )

@@ -116,6 +116,11 @@ def _money(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.2f}"
 
 
+def _per_audio_hour(value: float | None) -> str:
+    """Cents matter here: an audio hour can cost less than one."""
+    return "n/a" if value is None else f"{value:.4g}"
+
+
 def candidate_lines(plan: PlanArtifact) -> list[str]:
     """The instance types weighed, side by side: fleet, cost, cost per audio hour, and why each
     lost (none for a plan of one unpriced candidate)."""
@@ -144,7 +149,7 @@ def candidate_lines(plan: PlanArtifact) -> list[str]:
             f"{c.per_instance_rps_at_c_scale_max:>9.3f} "
             f"{f'{c.min_instances}..{c.max_instances}':>11} {c.price_per_hour:>8.4g} "
             f"{_money(c.cost_per_hour_at_peak):>10} {_money(c.cost_per_hour_at_trough):>9} "
-            f"{_money(c.cost_per_day):>11} {_money(c.cost_per_audio_hour):>8} {c.verdict}"
+            f"{_money(c.cost_per_day):>11} {_per_audio_hour(c.cost_per_audio_hour):>8} {c.verdict}"
         )
         lines.append(f"{'':4}{c.why}")
     return lines
