@@ -8,6 +8,7 @@ law), as a slower instance would.
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -365,3 +366,24 @@ def test_ttotal_takes_one_qmax_artifact(tmp_path: Path, capsys: pytest.CaptureFi
     args = ["ttotal", "--qmax-artifact", str(QMAX_FILE), "--qmax-artifact", str(QMAX_FILE)]
     assert main([*args, "--artifacts-dir", str(tmp_path)]) == 2
     assert "ttotal measures one instance type" in capsys.readouterr().err
+
+
+def test_the_plan_page_shows_the_candidates_side_by_side(tmp_path: Path) -> None:
+    from pytest_tts_scaling.report.pages import plan_view
+
+    outcome = weigh(gpu(), cpu(0.2))
+    view = plan_view(outcome.artifact, tmp_path / "plan-kokoro-82m.json", outcome, None)
+    assert any(
+        f.label == "instance type" and f.value.startswith(f"{CPU} of 2 weighed: USD")
+        for f in view.facts
+    )
+    table = view.tables.split("<h4>instance types weighed by cost</h4>", 1)[1].split("</table>")[0]
+    rows = table.split("<tr")[2:]
+    assert [row.split("</td>")[0].rsplit(">", 1)[1] for row in rows] == [GPU, CPU]
+    assert "font-weight: bold" in rows[1]
+    g, c = by_type(outcome.artifact)[GPU], by_type(outcome.artifact)[CPU]
+    for candidate, row in ((g, rows[0]), (c, rows[1])):
+        assert f"{candidate.min_instances}..{candidate.max_instances}" in row
+        assert f"{candidate.cost_per_day:,.2f}" in row
+        assert html.escape(candidate.why) in row
+    assert "n/a" in rows[0]  # no audio length recorded: no cost per audio hour
