@@ -138,7 +138,7 @@ def test_a_cheaper_candidate_whose_plan_stops_loses() -> None:
     assert c.stops == ["surge_survival"]
     assert g.chosen
     assert not c.chosen
-    assert c.why == "lost: its plan stops (surge_survival): the SLO or the surge rule"
+    assert c.why == "lost: its plan stops (surge_survival: misses the surge rule)"
     assert plan.verdict == "warn"
 
 
@@ -148,6 +148,8 @@ def test_when_no_candidate_qualifies_the_plan_stops() -> None:
     chosen = [c for c in plan.candidates or () if c.chosen]
     assert [c.instance_type for c in chosen] == [CPU]  # the cheapest
     assert "no candidate meets the SLO and the surge rule" in chosen[0].why
+    lost = by_type(plan)[GPU]
+    assert lost.why.endswith("scale_in_safety: misses safe scale-in)")
 
 
 def test_cost_per_audio_hour_divides_the_day_by_the_audio_served() -> None:

@@ -241,11 +241,26 @@ def judged(costed: Sequence[PlanCandidate], chosen: int, currency: str) -> list[
                 f"is shown and its plan stops ({', '.join(c.stops)})"
             )
         elif c.stops:
-            why = f"lost: its plan stops ({', '.join(c.stops)}): the SLO or the surge rule"
+            why = f"lost: its plan stops ({_stops(c.stops)})"
         else:
             why = "lost: " + _dearer(c, best, currency)
         out.append(c.model_copy(update={"chosen": i == chosen, "why": why}))
     return out
+
+
+# What a stop finding means for the choice: the rule the candidate misses.
+_RULES = {
+    "surge_survival": "the surge rule",
+    "slo_budget": "the SLO",
+    "invocation_ceiling": "the SLO",
+    "scale_in_safety": "safe scale-in",
+    "measurement_trust": "a measurement to trust",
+}
+
+
+def _stops(names: Sequence[str]) -> str:
+    """`surge_survival: misses the surge rule, …`."""
+    return ", ".join(f"{n}: misses {_RULES[n]}" if n in _RULES else n for n in names)
 
 
 def _dearer(c: PlanCandidate, best: PlanCandidate, currency: str) -> str:
