@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
         description="Turn a qmax and a ttotal artifact into the autoscaling policy: thresholds, "
         "cooldowns, fleet size and findings, each checked by simulating the fleet. Given a pair "
         "per instance type and --prices, plan each and keep the cheapest that meets the SLO and "
-        "the surge rule, the others beside it. Offline: calls nothing. Writes plan-MODEL.json to --artifacts-dir and prints the registry entry.",
+        "the surge rule, the others beside it. Offline: calls nothing. Writes plan-MODEL.json "
+        "to --artifacts-dir and prints the registry entry.",
     )
     add_to_argparse(parser, specs_named(*FLAGS))
     parser.set_defaults(func=run)
