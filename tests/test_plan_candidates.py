@@ -258,6 +258,12 @@ def test_several_instance_types_need_prices() -> None:
         weigh(gpu(), cpu(0.2), priced=None)
 
 
+def test_a_slug_in_the_price_file_prices_that_deployment_alone() -> None:
+    # Two measurements of one instance type (say two local machines): the slug tells them apart.
+    priced = Priced(PriceList(price_per_hour={GPU: 1.408, CPU_SLUG: 0.1, CPU: 9.0}), "p.toml")
+    assert by_type(weigh(gpu(), cpu(0.2), priced=priced).artifact)[CPU].price_per_hour == 0.1
+
+
 def test_an_unpriced_instance_type_is_refused_naming_it() -> None:
     priced = Priced(PriceList(price_per_hour={GPU: 1.408}), "p.json")
     with pytest.raises(InputError, match=r"p.json: field 'price_per_hour': no price for 'ml.c5"):

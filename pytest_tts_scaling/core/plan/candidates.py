@@ -117,7 +117,9 @@ def plan_candidates(
     if priced is None:
         return outcomes[0]
     costed = [
-        candidate_cost(outcome, m, price_of(priced.prices, _instance_type(m), priced.name), inputs)
+        candidate_cost(
+            outcome, m, price_of(priced.prices, _instance_type(m), m.qmax.slug, priced.name), inputs
+        )
         for outcome, m in zip(outcomes, measured, strict=True)
     ]
     chosen = choose(costed)

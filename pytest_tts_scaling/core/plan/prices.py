@@ -8,6 +8,7 @@ JSON or TOML object in, a :class:`PriceList` out; reading the file is the plan s
 
     [price_per_hour]
     "ml.g5.xlarge" = 1.408
+    "local-636e7424" = 2.5   # a slug prices one measured deployment (two local machines)
 """
 
 from __future__ import annotations
@@ -60,12 +61,14 @@ def parse_prices(raw: Any, name: str) -> PriceList:
         raise InputError(f"{name}: field '{field}': {message}") from None
 
 
-def price_of(prices: PriceList, instance_type: str, name: str) -> float:
-    price = prices.price_per_hour.get(instance_type)
+def price_of(prices: PriceList, instance_type: str, slug: str, name: str) -> float:
+    """The price of a measured deployment: by its slug where the file names it (two local
+    machines are both instance type `local`), else by its instance type."""
+    price = prices.price_per_hour.get(slug, prices.price_per_hour.get(instance_type))
     if price is None:
         raise InputError(
-            f"{name}: field 'price_per_hour': no price for {instance_type!r}, which a qmax "
-            f"artifact measured; expected one of the measured instance types priced "
+            f"{name}: field 'price_per_hour': no price for {instance_type!r} (slug {slug!r}), "
+            "which a qmax artifact measured; expected its instance type or slug priced "
             f"(has {', '.join(sorted(prices.price_per_hour))})"
         )
     return price
