@@ -218,7 +218,8 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--ladder",
         "tts_ladder",
-        "Measure exactly these concurrency rungs (the source's ladder is 1,5,10,20,30,40,50,60). "
+        "Measure exactly these concurrency rungs (the published method's ladder is "
+        "1,5,10,20,30,40,50,60). "
         "Default: none (adaptive search: N=1, then around the predicted SLO crossing, ending "
         "on N pass / N+1 fail).",
         ladder,

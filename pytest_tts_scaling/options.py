@@ -26,7 +26,7 @@ DEFAULT_MAX_CONCURRENCY = 256
 
 @dataclass(frozen=True)
 class LadderDefaults:
-    """Rung timing; the source's values for a real endpoint, smaller ones for a 2-core CPU."""
+    """Rung timing: the published method's values for a real endpoint, smaller for a 2-core CPU."""
 
     hold_s: float
     measure_s: float

@@ -103,7 +103,7 @@ class Provenance(_Model):
 
 
 class ClientTiming(_Model):
-    """The load client's own timekeeping over a measure window (issue 12: client honesty).
+    """The load client's own timekeeping over a measure window (client honesty).
 
     `lag_*`: how late the client's event loop woke a 5 ms ticker; every timestamp the client
     takes is late by about as much, so this bounds its TTFAB error. `cpu_share`: the loop
@@ -181,7 +181,7 @@ class Rung(_Model):
     cw_period_s: int | None = None
     instance_count: int | None = None
     client: ClientTiming | None = None
-    # Goodput (issue 12): every request started in the window counts.
+    # Goodput: every request started in the window counts.
     # `slo` (p95 above the SLO), `errors` (more than 1% of requests ended without audio) or `wer`
     # (the quality SLO: --max-wer, --max-wer-increase).
     fail_reason: str | None = None
