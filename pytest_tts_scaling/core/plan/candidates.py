@@ -123,11 +123,15 @@ def plan_candidates(
         for outcome, m in zip(outcomes, measured, strict=True)
     ]
     chosen = choose(costed)
-    candidates = judged(costed, chosen, priced.prices.currency)
-    outcome = outcomes[chosen]
-    plan = outcome.artifact
+    return with_candidates(outcomes[chosen], judged(costed, chosen, priced.prices.currency), priced)
+
+
+def with_candidates(
+    outcome: PlanOutcome, candidates: list[PlanCandidate], priced: Priced
+) -> PlanOutcome:
+    """The chosen plan, its fields untouched, with the candidates and the prices beside them."""
     prices = priced.prices
-    record = plan.inputs.model_copy(
+    record = outcome.artifact.inputs.model_copy(
         update={
             "prices": PlanPrices(
                 file=priced.name,
@@ -138,8 +142,8 @@ def plan_candidates(
             )
         }
     )
-    artifact = plan.model_copy(update={"inputs": record, "candidates": candidates})
-    return dataclasses.replace(outcome, artifact=artifact)
+    update = {"inputs": record, "candidates": candidates}
+    return dataclasses.replace(outcome, artifact=outcome.artifact.model_copy(update=update))
 
 
 def _instance_type(m: Measured) -> str:
