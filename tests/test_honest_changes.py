@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from pytest_tts_scaling.artifacts import load
 from pytest_tts_scaling.calibration.cases import BY_NAME, Outcome
 from pytest_tts_scaling.calibration.disciplines import Faults
 from pytest_tts_scaling.core.confirm import confirmation_concurrency, judge_confirmation
 from pytest_tts_scaling.core.next_step import next_step_line, suggested_slo_ms
-from pytest_tts_scaling.core.schema import ClientTiming, Host, Interval
+from pytest_tts_scaling.core.schema import ClientTiming, Host, Interval, QmaxArtifact
 from pytest_tts_scaling.core.verdicts import doubt_line, verdict_words
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import EndpointUnavailable
@@ -23,6 +24,7 @@ from pytest_tts_scaling.report.pages import qmax_view
 from pytest_tts_scaling.report.plots import throughput_svg
 from pytest_tts_scaling.steps.qmax import run_ladder
 from pytest_tts_scaling.steps.qmax_calibration import measure
+from pytest_tts_scaling.steps.qmax_health import cold_start_line
 from pytest_tts_scaling.steps.qmax_words import no_qmax_message, trust_lines
 from tests.factories import make_qmax, make_rung
 
@@ -152,6 +154,9 @@ def test_a_cold_first_answer_is_slow_not_absent(tmp_path: Path) -> None:
     assert run.outcome.cold_first_ms is not None
     assert run.outcome.cold_first_ms >= 3000
     [said] = [line for line in lines if "cold start" in line]
+    [artifact] = tmp_path.glob("qmax-*.json")
+    kept = load(artifact, QmaxArtifact)
+    assert cold_start_line(kept.probe.get("cold_ttfab_ms"), kept.probe.get("ttfab_ms")) == said
     assert said.startswith("qmax: the first answer took ")
     assert "it looks like a cold start" in said
 

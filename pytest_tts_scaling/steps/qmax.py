@@ -42,7 +42,12 @@ from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_health import first_answer_line, require_answer, silence_after
+from pytest_tts_scaling.steps.qmax_health import (
+    cold_start_line,
+    first_answer_line,
+    require_answer,
+    silence_after,
+)
 from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 from pytest_tts_scaling.steps.qmax_rung import (
     PROGRESS_EVERY_S,
@@ -83,6 +88,10 @@ class LadderResult:
             lines.append("qmax: measured on the untrained development model (real architecture)")
         elif a.deployed_config.weights is not None:
             lines.append(f"qmax: measured on Kokoro-82M, weights {a.deployed_config.weights}")
+        if (
+            cold := cold_start_line(a.probe.get("cold_ttfab_ms"), a.probe.get("ttfab_ms"))
+        ) is not None:
+            lines.append(cold)
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
         lines.extend(client_saturation_lines(a.rungs))

@@ -136,11 +136,16 @@ def require_answer(
 def first_answer_line(result: Probe) -> str | None:
     """How long the first answer took, where it was asked for again: a first answer far slower
     than the next looks like a cold start (weights loaded, kernels compiled on first use)."""
-    answer = result.answer
-    first = next((r for r in result.records if r.status == "ok"), None)
-    if first is None or answer is None or first is answer:
+    summary = result.summary()
+    return cold_start_line(summary.get("cold_ttfab_ms"), summary.get("ttfab_ms"))
+
+
+def cold_start_line(cold_ms: object, warm_ms: object) -> str | None:
+    """The line for a first answer (`cold_ms`) far slower than the next (`warm_ms`), as the
+    artifact's probe note keeps them; None when there was no second answer or it was not."""
+    if not isinstance(cold_ms, int | float) or not isinstance(warm_ms, int | float):
         return None
-    cold, warm = (first.ttfab_ms or 0.0) / 1000, (answer.ttfab_ms or 0.0) / 1000
+    cold, warm = cold_ms / 1000, warm_ms / 1000
     if cold < COLD_TIMES * warm:
         return None
     return (
