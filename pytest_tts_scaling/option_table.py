@@ -207,6 +207,18 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "MS",
     ),
     OptionSpec(
+        "--slo-metric",
+        "tts_slo_metric",
+        "The clock the SLO holds: ttfab (first audio byte), audible (first audible speech as a "
+        "player starting at the first byte plays it) or playback (the earliest start from which "
+        "playback never runs dry). The search, verdicts, baseline comparison and plan use it. "
+        "Default: ttfab.",
+        None,
+        None,
+        "CLOCK",
+        ("ttfab", "audible", "playback"),
+    ),
+    OptionSpec(
         "--ladder",
         "tts_ladder",
         "Measure exactly these concurrency rungs (the source's ladder is 1,5,10,20,30,40,50,60). "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from pytest_tts_scaling.core.schema import SloMetric
     from pytest_tts_scaling.load.scenario import Scenario
 
 EndpointKind = Literal["local", "url", "sagemaker"]
@@ -52,6 +53,8 @@ class RunOptions:
     model: str = DEFAULT_MODEL
     transport: str = "response-stream"
     slo_ms: float | None = None
+    # The clock the SLO holds: ttfab, audible or playback (docs/method.md#the-listeners-clocks).
+    slo_metric: SloMetric = "ttfab"
     ladder: tuple[int, ...] | None = None
     max_concurrency: int | None = None
     hold_s: float | None = None
@@ -137,6 +140,7 @@ class RunOptions:
                     known[key] = value
         known["model"] = known.get("model") or DEFAULT_MODEL
         known["transport"] = known.get("transport") or "response-stream"
+        known["slo_metric"] = known.get("slo_metric") or "ttfab"
         if known.get("endpoint") and known.get("endpoint_url"):
             raise argparse.ArgumentTypeError(
                 "--endpoint and --endpoint-url both given: expected at most one of them"

@@ -21,7 +21,13 @@ from pytest_tts_scaling.artifacts import keep_previous, kept_lines, save
 from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestSpec
-from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
+from pytest_tts_scaling.core.schema import (
+    CLOCK_WORDS,
+    Provenance,
+    QmaxArtifact,
+    Rung,
+    qmax_filename,
+)
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
@@ -66,7 +72,7 @@ class LadderResult:
         a = self.artifact
         lines = [
             f"qmax: {verdict_words(a)} for {a.model} over {a.transport} on {a.slug} "
-            f"at p95 TTFAB <= {a.slo_ms:g} ms",
+            f"at p95 {CLOCK_WORDS[a.slo_metric]} <= {a.slo_ms:g} ms",
             f"qmax: artifact {self.path}",
             f"qmax: per-request records {self.records_path}",
         ]
@@ -174,6 +180,7 @@ def run_ladder(
         by_c = {r.concurrency: r for r in rungs}
         c1 = by_c.get(1)
         usable_c1 = c1 if c1 is not None and c1.usable else None
+        at_q_max = by_c.get(q_max) if q_max is not None else None
         return QmaxArtifact(
             model=run.model,
             endpoint=endpoint.name,
@@ -181,6 +188,7 @@ def run_ladder(
             slug=endpoint.slug,
             deployed_config=endpoint.deployed,
             slo_ms=settings.slo_ms,
+            slo_metric=run.slo_metric,
             q_max=q_max,
             q_max_bracketed=bracketed,
             s_mean_s=_s(usable_c1.latency_ms.mean) if usable_c1 else None,
@@ -217,6 +225,8 @@ def run_ladder(
             non_monotonic=falls_in_p95(rungs),
             audio_reference=reference.summary() if reference is not None else None,
             inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
+            chars_per_s_at_q_max=at_q_max.chars_per_s if at_q_max else None,
+            audio_s_per_s_at_q_max=at_q_max.audio_throughput if at_q_max else None,
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -266,6 +276,9 @@ def run_ladder(
                         f"{path}, marked incomplete"
                     ),
                 )
+            if run.slo_metric == "audible" and (reference is None or not reference.audible):
+                refusal = InputError(audible_refusal(endpoint))
+                stop(rungs, "refused: nothing audible at N=1", refusal)
             rung = rung.model_copy(update={"run": run_index, "phase": step.phase})
             rungs[:] = add_measurement(rungs, rung)
             rung = rungs[-1]
@@ -289,6 +302,16 @@ def run_ladder(
     result = artifact(annotated, complete=True, stop_reason=None)
     save(result, path)
     return LadderResult(artifact=result, path=path, records_path=records_path)
+
+
+def audible_refusal(endpoint: Endpoint) -> str:
+    """Why the audible clock cannot time this endpoint: its answers at N=1 held no 16-bit audio
+    that rose above its own silence, so no sample of any answer can be called speech."""
+    return (
+        f"{both_flags('--slo-metric')} audible: the answers of {endpoint.name} at N=1 never rose "
+        "above their own silence level (or carried no 16-bit audio), so no answer has an audible "
+        "start to time; expected answers with speech, or the ttfab or playback clock"
+    )
 
 
 def wait_gap(gap_s: float, step: Step, progress: Progress, eta_s: Callable[[float], float]) -> None:
