@@ -371,8 +371,6 @@ class PlanInputsRecord(_Model):
     plan's free-form inputs read into it; a plan `tts-bench plan` writes has them all."""
 
     slo_ms: float | None = None
-    # The clock that SLO held in the qmax artifact (None in plans written before it was kept).
-    slo_metric: SloMetric | None = None
     surge_ratio: float | None = None
     peak_rps: float | None = None
     trough_rps: float | None = None

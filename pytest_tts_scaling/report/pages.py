@@ -172,13 +172,16 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
                 ttfab_distribution_svg(artifact),
             ),
             Figure("underrun", "underrun per rung", underrun_svg(artifact)),
+        ]
+    )
+    if any(r.speech_ms or r.glitch_free_ms for r in rungs):
+        figures.append(
             Figure(
                 "listener",
                 "the listener's clocks per rung: first audible speech and glitch-free playback",
                 listener_svg(artifact),
-            ),
-        ]
-    )
+            )
+        )
     return View(
         kind="qmax",
         subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",

@@ -360,7 +360,6 @@ def listener_svg(artifact: QmaxArtifact) -> str:
     fig, ax = new_figure(14, 3.2)
     rungs = _rungs(artifact)
     xs = [r.concurrency for r in rungs]
-    drawn = False
     for field, label, colour in (
         ("ttfab_ms", "TTFAB", "tab:blue"),
         ("speech_ms", "first audible speech", "tab:orange"),
@@ -369,14 +368,9 @@ def listener_svg(artifact: QmaxArtifact) -> str:
         summaries = [getattr(r, field) for r in rungs]
         if not any(s is not None and s.p95 is not None for s in summaries):
             continue
-        drawn = drawn or field != "ttfab_ms"
         for quantile, style in (("p95", "o-"), ("p50", ".:")):
             values = [_value(getattr(s, quantile) if s else None) for s in summaries]
             ax.plot(xs, values, style, color=colour, label=f"{quantile} {label}")
-    if not drawn:
-        ax.text(
-            0.5, 0.5, "no listener's clock in this artifact", transform=ax.transAxes, ha="center"
-        )
     ax.axhline(artifact.slo_ms, color="tab:red", linestyle="--", label=f"SLO {artifact.slo_ms:g}")
     ax.set_ylim(bottom=0)
     return finish(

@@ -17,7 +17,6 @@ def inputs_record(
 ) -> PlanInputsRecord:
     return PlanInputsRecord(
         slo_ms=qmax.slo_ms,
-        slo_metric=qmax.slo_metric,
         surge_ratio=float(inputs.surge_ratio),
         peak_rps=float(inputs.peak_rps or 0.0),
         trough_rps=float(inputs.trough_rps),
@@ -97,9 +96,8 @@ def report_lines(plan: PlanArtifact) -> list[str]:
         ("max_instances", f"{plan.max_instances} (peak {inputs.peak_rps} rps)"),
         ("min_safe_instances", f"{plan.min_safe_instances}"),
     ]
-    clock = "" if inputs.slo_metric in (None, "ttfab") else f" on the {inputs.slo_metric} clock"
     lines = [
-        f"plan for {plan.model} on {plan.slug}: SLO {inputs.slo_ms} ms{clock}, surge ratio "
+        f"plan for {plan.model} on {plan.slug}: SLO {inputs.slo_ms} ms, surge ratio "
         f"{inputs.surge_ratio}",
         *(f"{name:<{width}}: {value}" for name, value in rows),
         "findings:",
