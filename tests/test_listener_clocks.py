@@ -183,3 +183,17 @@ def test_the_report_and_csv_show_the_clocks_and_speech_throughput(tmp_path: Path
         assert column in columns
     at = columns.index("at_q_max")
     assert (first.split(",")[at], second.split(",")[at]) == ("True", "False")
+
+
+def test_a_baseline_of_another_clock_is_refused_before_anything_is_measured(
+    tmp_path: Path,
+) -> None:
+    from pytest_tts_scaling.artifacts import save
+    from pytest_tts_scaling.options import RunOptions
+    from pytest_tts_scaling.steps.baseline import load_baseline
+
+    path = save(make_qmax([make_rung(1)], q_max=1, slo_metric="playback"), tmp_path / "b.json")
+    settings = RunOptions(baseline=path, slo_ms=3000, slo_metric="audible").for_kind()
+    with pytest.raises(MismatchError, match=r"playback clock, this run on the audible clock"):
+        load_baseline(settings)
+    assert load_baseline(RunOptions(baseline=path, slo_ms=3000, slo_metric="playback").for_kind())

@@ -202,6 +202,20 @@ def check_identity(
     return warnings
 
 
+def check_clock(
+    baseline: QmaxArtifact, slo_metric: str, *, baseline_name: str, new_name: str
+) -> None:
+    """Refuse a baseline whose SLO held another clock: no flag accepts it, as their p95 and Q_max
+    time different moments of each request."""
+    if baseline.slo_metric != slo_metric:
+        raise MismatchError(
+            f"field 'slo_metric': {baseline_name} held its SLO on the {baseline.slo_metric} "
+            f"clock, {new_name} on the {slo_metric} clock: expected the same clock (their p95 "
+            f"and Q_max time different moments); measure again with "
+            f"{both_flags('--slo-metric')} {baseline.slo_metric}"
+        )
+
+
 def compare_qmax(
     baseline: QmaxArtifact,
     new: QmaxArtifact,
@@ -219,13 +233,7 @@ def compare_qmax(
             f"{baseline_name}: field 'complete': false (an interrupted run, stop_reason "
             f"{baseline.stop_reason!r}); expected a complete qmax artifact as the baseline"
         )
-    if baseline.slo_metric != new.slo_metric:
-        raise MismatchError(
-            f"field 'slo_metric': {baseline_name} held its SLO on the {baseline.slo_metric} "
-            f"clock, {new_name} on the {new.slo_metric} clock: expected the same clock (their "
-            f"p95 and Q_max time different moments); measure again with "
-            f"{both_flags('--slo-metric')} {baseline.slo_metric}"
-        )
+    check_clock(baseline, new.slo_metric, baseline_name=baseline_name, new_name=new_name)
     warnings = check_identity(
         baseline,
         model=new.model,
