@@ -53,6 +53,8 @@ class RunOptions:
     model: str = DEFAULT_MODEL
     transport: str = "response-stream"
     slo_ms: float | None = None
+    # With several --slo-ms values: every tier, ascending (slo_ms is then the largest).
+    slo_tiers_ms: tuple[float, ...] = ()
     # The clock the SLO holds: ttfab, audible or playback (docs/method.md#the-listeners-clocks).
     slo_metric: SloMetric = "ttfab"
     ladder: tuple[int, ...] | None = None
@@ -141,6 +143,9 @@ class RunOptions:
         known["model"] = known.get("model") or DEFAULT_MODEL
         known["transport"] = known.get("transport") or "response-stream"
         known["slo_metric"] = known.get("slo_metric") or "ttfab"
+        if isinstance(known.get("slo_ms"), tuple):
+            known["slo_tiers_ms"] = known["slo_ms"]
+            known["slo_ms"] = max(known["slo_ms"])
         if known.get("endpoint") and known.get("endpoint_url"):
             raise argparse.ArgumentTypeError(
                 "--endpoint and --endpoint-url both given: expected at most one of them"
@@ -160,3 +165,8 @@ class ResolvedOptions:
     hold_s: float
     measure_s: float
     gap_s: float
+
+    @property
+    def slo_tiers_ms(self) -> tuple[float, ...]:
+        """Every SLO the run brackets Q_max at, ascending; the largest is `slo_ms`."""
+        return self.run.slo_tiers_ms or (self.slo_ms,)

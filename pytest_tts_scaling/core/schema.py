@@ -267,6 +267,15 @@ class AudioReferenceSummary(_Model):
     tolerance: float = Field(ge=0, le=1)
 
 
+class SloTier(_Model):
+    """Q_max at one of several SLOs bracketed by one run (--slo-ms 1000,2000,3000)."""
+
+    slo_ms: float = Field(gt=0)
+    q_max: int | None
+    q_max_bracketed: bool
+    inconclusive: list[int] = Field(default_factory=list)
+
+
 class QmaxArtifact(_Model):
     schema_: Literal["tts-scaling/qmax/1"] = Field(alias="schema", default=QMAX_SCHEMA)
     model: str
@@ -308,6 +317,8 @@ class QmaxArtifact(_Model):
     slo_metric: SloMetric = "ttfab"
     chars_per_s_at_q_max: float | None = None
     audio_s_per_s_at_q_max: float | None = None
+    # With several SLOs: Q_max at each, ascending, from the same rungs (the last is slo_ms's).
+    slo_tiers: list[SloTier] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

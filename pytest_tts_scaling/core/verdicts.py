@@ -241,6 +241,20 @@ def judge(
     )
 
 
+def at_slo(rungs: Sequence[Rung], slo_ms: float) -> list[Rung]:
+    """The rungs judged against another SLO on the same clock (a tier of a run's SLOs): a usable
+    rung passes when its goodput p95 is within it; errors and word error rate fail it at any."""
+    judged = []
+    for rung in rungs:
+        fail_reason = rung.fail_reason
+        if rung.usable and fail_reason not in ("errors", "wer"):
+            p95 = rung.judged_p95_ms
+            fail_reason = "slo" if p95 is not None and p95 > slo_ms else None
+        update = {"fail_reason": fail_reason, "meets_slo": rung.usable and fail_reason is None}
+        judged.append(rung.model_copy(update=update))
+    return judged
+
+
 def straddles_slo(
     window: Sequence[RequestRecord], slo_ms: float, clock: RecordClock = ttfab
 ) -> Interval | None:

@@ -109,6 +109,17 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         ),
         Fact("measured at", artifact.provenance.measured_at),
     ]
+    if artifact.slo_tiers:
+        facts.insert(
+            1,
+            Fact(
+                "Q_max per SLO tier",
+                " · ".join(
+                    f"{t.slo_ms:g} ms: {t.q_max if t.q_max is not None else 'none'}"
+                    for t in artifact.slo_tiers
+                ),
+            ),
+        )
     if artifact.chars_per_s_at_q_max is not None:
         facts.insert(
             1,

@@ -26,11 +26,13 @@ from pytest_tts_scaling.core.schema import (
     Provenance,
     QmaxArtifact,
     Rung,
+    SloTier,
     qmax_filename,
 )
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
+    at_slo,
     falls_in_p95,
     inconclusive_rungs,
     select_qmax,
@@ -53,6 +55,7 @@ from pytest_tts_scaling.steps.qmax_words import (
     again_line,
     client_saturation_lines,
     progress_line,
+    tier_words,
     trust_lines,
 )
 
@@ -82,6 +85,8 @@ class LadderResult:
             lines.append("qmax: measured on the untrained development model (real architecture)")
         elif a.deployed_config.weights is not None:
             lines.append(f"qmax: measured on Kokoro-82M, weights {a.deployed_config.weights}")
+        for tier in a.slo_tiers:
+            lines.append(f"qmax: {tier_words(a, tier)}")
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
         lines.extend(client_saturation_lines(a.rungs))
@@ -227,6 +232,7 @@ def run_ladder(
             inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
             chars_per_s_at_q_max=at_q_max.chars_per_s if at_q_max else None,
             audio_s_per_s_at_q_max=at_q_max.audio_throughput if at_q_max else None,
+            slo_tiers=slo_tiers(rungs, settings.slo_tiers_ms),
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -339,12 +345,36 @@ def _eta_s(
 
 
 def _next(rungs: list[Rung], endpoint: Endpoint, settings: ResolvedOptions) -> Step | None:
-    return next_step(
-        rungs,
-        settings.slo_ms,
-        ladder=settings.ladder,
-        max_concurrency=search_top(endpoint, settings),
-    )
+    """The next rung of the lowest SLO tier not yet bracketed (one tier: the SLO's)."""
+    for slo_ms in settings.slo_tiers_ms:
+        step = next_step(
+            at_slo(rungs, slo_ms) if slo_ms != settings.slo_ms else rungs,
+            slo_ms,
+            ladder=settings.ladder,
+            max_concurrency=search_top(endpoint, settings),
+        )
+        if step is not None:
+            return step
+    return None
+
+
+def slo_tiers(rungs: list[Rung], tiers_ms: tuple[float, ...]) -> list[SloTier]:
+    """Q_max at each SLO tier from the same rungs; none for a run of one SLO."""
+    if len(tiers_ms) < 2:
+        return []
+    tiers = []
+    for slo_ms in tiers_ms:
+        judged = at_slo(rungs, slo_ms)
+        q_max, bracketed = select_qmax(judged, slo_ms)
+        tiers.append(
+            SloTier(
+                slo_ms=slo_ms,
+                q_max=q_max,
+                q_max_bracketed=bracketed,
+                inconclusive=inconclusive_rungs(judged, q_max, slo_ms),
+            )
+        )
+    return tiers
 
 
 def _s(ms: float | None) -> float | None:

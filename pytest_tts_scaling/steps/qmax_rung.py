@@ -157,7 +157,7 @@ def measure_rung(
                     hold_s=settings.hold_s,
                     measure_s=settings.measure_s,
                     should_extend=extension_rule(
-                        settings.slo_ms, settings.measure_s, extended, clock
+                        settings.slo_ms, settings.measure_s, extended, clock, settings.slo_tiers_ms
                     ),
                     max_extensions=MOST_EXTENSIONS,
                     should_end=clear_failure_rule(concurrency, settings.slo_ms, heard, clock),
@@ -226,6 +226,7 @@ def extension_rule(
     measure_s: float,
     on_extend: Callable[[str, float], None] | None = None,
     clock: RecordClock = ttfab,
+    tiers_ms: tuple[float, ...] = (),
 ) -> ShouldExtend:
     """How much longer a rung's window must run, given the extensions so far (0: not at all).
 
@@ -233,8 +234,8 @@ def extension_rule(
     extensions, so a slow or busy endpoint is judged on enough requests rather than on one: each
     as long as the rate seen so far needs to reach them (a quarter more, at least a quarter and
     at most one measure window). A p95 interval that contains the SLO earns up to
-    MAX_EXTENSIONS more measure windows (the p95 on the SLO's `clock`). `on_extend(reason,
-    seconds)` hears each one granted.
+    MAX_EXTENSIONS more measure windows (the p95 on the SLO's `clock`; with SLO `tiers_ms`, one
+    that contains any of them). `on_extend(reason, seconds)` hears each one granted.
     """
     granted = 0
 
@@ -254,13 +255,14 @@ def extension_rule(
             needed_s = SAMPLE_MARGIN * (MIN_COMPLETIONS - completed) * window_s / completed
             more_s = min(measure_s, max(SHORTEST_SAMPLE_EXTENSION * measure_s, needed_s))
             return grant(reason, more_s)
-        interval = straddles_slo(window, slo_ms, clock) if granted < MAX_EXTENSIONS else None
-        if interval is not None:
-            reason = (
-                f"p95 interval {interval.low:.0f}-{interval.high:.0f} ms holds the SLO "
-                f"{slo_ms:g} ms"
-            )
-            return grant(reason, measure_s)
+        for tier_ms in tiers_ms or (slo_ms,):
+            interval = straddles_slo(window, tier_ms, clock) if granted < MAX_EXTENSIONS else None
+            if interval is not None:
+                reason = (
+                    f"p95 interval {interval.low:.0f}-{interval.high:.0f} ms holds the SLO "
+                    f"{tier_ms:g} ms"
+                )
+                return grant(reason, measure_s)
         return 0.0
 
     return should_extend

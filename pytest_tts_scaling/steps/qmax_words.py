@@ -6,7 +6,7 @@ command, the scenario and the summary say the same thing.
 
 from __future__ import annotations
 
-from pytest_tts_scaling.core.schema import CLOCK_WORDS, QmaxArtifact, Rung
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, QmaxArtifact, Rung, SloTier
 from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
@@ -63,6 +63,17 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
             "re-run it on a quiet machine"
         )
     return lines
+
+
+def tier_words(artifact: QmaxArtifact, tier: SloTier) -> str:
+    """One SLO tier's answer: `at p95 TTFAB <= 1000 ms: Q_max 4 (bracketed)`."""
+    if tier.q_max is None:
+        found = "no rung met it"
+    else:
+        found = f"Q_max {tier.q_max} ({'bracketed' if tier.q_max_bracketed else 'lower bound'})"
+    doubt = ", INCONCLUSIVE" if tier.inconclusive else ""
+    clock = CLOCK_WORDS[artifact.slo_metric]
+    return f"at p95 {clock} <= {tier.slo_ms:g} ms: {found}{doubt}"
 
 
 def no_qmax_message(artifact: QmaxArtifact) -> str:
