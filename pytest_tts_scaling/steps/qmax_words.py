@@ -100,7 +100,7 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
     head = (
         f"qmax dry run: {run.kind} endpoint {run.endpoint or run.endpoint_url or '(local default)'}"
         f", transport {run.transport}, SLO p95 {CLOCK_WORDS[run.slo_metric]} <= "
-        f"{settings.slo_ms:g} ms"
+        f"{', '.join(f'{t:g}' for t in settings.slo_tiers_ms)} ms"
     )
     timing = (
         f"hold {settings.hold_s:g} s (last {settings.measure_s:g} s measured), gap "
