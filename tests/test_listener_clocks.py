@@ -197,3 +197,17 @@ def test_a_baseline_of_another_clock_is_refused_before_anything_is_measured(
     with pytest.raises(MismatchError, match=r"playback clock, this run on the audible clock"):
         load_baseline(settings)
     assert load_baseline(RunOptions(baseline=path, slo_ms=3000, slo_metric="playback").for_kind())
+
+
+def test_a_payload_that_is_not_audio_has_no_playback() -> None:
+    from pytest_tts_scaling.core.records import AudioFormat
+
+    spec = RequestSpec("e", {}, audio=AudioFormat(sample_rate=0))
+    ticks = itertools.count(0)
+    timer = StreamTimer(spec.audio, decoder=spec.decoder(), clock_ns=lambda: next(ticks))
+    timer.started()
+    timer.body(b'{"embedding": [0.5]}', at_ns=5 * 10**6)
+    timer.finished("ok")
+    record = RequestRecord.from_timer(timer, spec, rung=1, worker=0, epoch_offset_ns=0)
+    assert record.ttfab_ms == pytest.approx(5.0)
+    assert (record.glitch_free_ms, record.underrun_ms, record.peak_rises) == (None, None, ())

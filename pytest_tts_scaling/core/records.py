@@ -259,9 +259,14 @@ class RequestRecord:
         times = [at for at, _ in timer.chunks]
         gaps = tuple(ms(b - a) for a, b in pairwise(times))
         underrun = glitch_free = None
-        # Each piece in ms from the start: arrival, audio carried.
-        pieces = [((at - timer.start_ns) / 1e6, 1000.0 * n / bps) for at, n in timer.chunks]
-        if timer.first_audio_ns is not None and bps > 0:
+        # Each piece in ms from the start: arrival, audio carried (a payload that is not audio,
+        # an embedding say, has no duration and no pieces to play).
+        pieces = (
+            [((at - timer.start_ns) / 1e6, 1000.0 * n / bps) for at, n in timer.chunks]
+            if bps > 0
+            else []
+        )
+        if timer.first_audio_ns is not None and pieces:
             underrun = underrun_s(pieces[0][0], pieces)
             glitch_free = glitch_free_start(pieces)
         peaks: tuple[int, ...] = ()
