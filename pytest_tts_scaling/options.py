@@ -27,7 +27,7 @@ DEFAULT_MAX_CONCURRENCY = 256
 
 @dataclass(frozen=True)
 class LadderDefaults:
-    """Rung timing; the source's values for a real endpoint, smaller ones for a 2-core CPU."""
+    """Rung timing: the published method's values for a real endpoint, smaller for a 2-core CPU."""
 
     hold_s: float
     measure_s: float
@@ -76,6 +76,12 @@ class RunOptions:
     export_csv: Path | None = None
     qmax_artifact: Path | None = None
     ttotal_artifact: Path | None = None
+    # Every --qmax-artifact and --ttotal-artifact given, in order (plan weighs each instance type);
+    # the two above are the first of each.
+    qmax_artifacts: tuple[Path, ...] = ()
+    ttotal_artifacts: tuple[Path, ...] = ()
+    prices: Path | None = None
+    hourly_rps: tuple[float, ...] | None = None
     plan_artifact: Path | None = None
     surge_ratio: float = DEFAULT_SURGE_RATIO
     peak_rps: float | None = None
@@ -132,6 +138,10 @@ class RunOptions:
             key = dest.removeprefix("tts_")
             if key in names:
                 known[key] = value
+        for key in ("qmax_artifact", "ttotal_artifact"):
+            if isinstance(known.get(key), list):
+                known[f"{key}s"] = tuple(known[key])
+                known[key] = known[key][0] if known[key] else None
         if known.get("scenario"):
             from pytest_tts_scaling.load.scenario import load_scenario, resolve
 

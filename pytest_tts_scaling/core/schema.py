@@ -113,7 +113,7 @@ class Provenance(_Model):
 
 
 class ClientTiming(_Model):
-    """The load client's own timekeeping over a measure window (issue 12: client honesty).
+    """The load client's own timekeeping over a measure window (client honesty).
 
     `lag_*`: how late the client's event loop woke a 5 ms ticker; every timestamp the client
     takes is late by about as much, so this bounds its TTFAB error. `cpu_share`: the loop
@@ -191,7 +191,7 @@ class Rung(_Model):
     cw_period_s: int | None = None
     instance_count: int | None = None
     client: ClientTiming | None = None
-    # Goodput (issue 12): every request started in the window counts.
+    # Goodput: every request started in the window counts.
     # `slo` (p95 above the SLO), `errors` (more than 1% of requests ended without audio) or `wer`
     # (the quality SLO: --max-wer, --max-wer-increase).
     fail_reason: str | None = None
@@ -377,6 +377,55 @@ class ArtifactRef(_Model):
     weights: str | None = None
 
 
+def _absent(value: object) -> bool:
+    """Fields added after a plan's bytes were fixed are left out when unset, so a plan that does
+    not use them keeps its bytes."""
+    return value is None
+
+
+class PlanPrices(_Model):
+    """Where a plan's instance prices came from: the file and what it says of itself."""
+
+    file: str | None = None
+    currency: str
+    region: str | None = None
+    as_of: str | None = None
+    source: str | None = None
+
+
+class PlanCandidate(_Model):
+    """One instance type the plan weighed: its fleet, policy and cost for the given traffic, and
+    whether it was chosen or why it lost. Costs are per instance hour x instances."""
+
+    instance_type: str
+    slug: str
+    qmax_artifact: ArtifactRef
+    ttotal_artifact: ArtifactRef
+    q_max: int
+    per_instance_rps_at_c_scale_max: float
+    t_total_s: float
+    # The fleet at trough and at peak.
+    min_instances: int
+    max_instances: int
+    policy: PlanPolicy
+    verdict: Verdict
+    # The stop findings that disqualify it (the SLO and the surge rule), if any.
+    stops: list[str] = Field(default_factory=list)
+    price_per_hour: float
+    cost_per_hour_at_peak: float
+    cost_per_hour_at_trough: float
+    # A simulated day of the given traffic under the candidate's policy.
+    instance_hours_per_day: float
+    cost_per_day: float
+    requests_served_per_day: float
+    shed_fraction_per_day: float
+    # Mean seconds of audio per answer the ladder measured (None where it did not record it).
+    audio_s_per_request: float | None = None
+    cost_per_audio_hour: float | None = None
+    chosen: bool
+    why: str
+
+
 class PlanInputsRecord(_Model):
     """What the plan was asked for and computed from. Every field is optional so a schema 1
     plan's free-form inputs read into it; a plan `tts-bench plan` writes has them all."""
@@ -389,6 +438,10 @@ class PlanInputsRecord(_Model):
     allow_config_mismatch: bool | None = None
     qmax_artifact: ArtifactRef | None = None
     ttotal_artifact: ArtifactRef | None = None
+    # Requests per second for each hour of a day (--hourly-rps), when the day was given; the price
+    # file the candidates were weighed with (--prices). Absent, not null, when not given.
+    hourly_rps: list[float] | None = Field(default=None, exclude_if=_absent)
+    prices: PlanPrices | None = Field(default=None, exclude_if=_absent)
 
 
 class PlanCurve(_Model):
@@ -450,6 +503,9 @@ class PlanArtifact(_Model):
     service_curve: PlanCurve | None = None
     policy: PlanPolicy | None = None
     surge_instances: int | None = None
+    # Every instance type weighed by cost (--prices), the chosen one among them; the fields above
+    # are the chosen candidate's plan. Absent from a plan of one unpriced candidate.
+    candidates: list[PlanCandidate] | None = Field(default=None, exclude_if=_absent)
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

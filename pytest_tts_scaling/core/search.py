@@ -1,7 +1,7 @@
 """Which concurrency to measure next (docs/method.md). Pure: rungs in, the next step out.
 
 First, a rung that could not be judged is measured again, and a doubtful failure re-tested.
-Then either the given ladder is climbed (the source's method: stop after two confirmed
+Then either the given ladder is climbed (the published method's rule: stop after two confirmed
 failures, then bisect between the last pass and the first failure), or, with no ladder, the
 adaptive search: measure N=1, predict the SLO crossing from the measured curve, measure around
 it and finish on the pair N (pass) / N+1 (a usable, clear failure).

@@ -118,4 +118,6 @@ def export_csv(artifact: BaseModel, path: Path, directory: Path) -> Exported:
         write("stages", _dumped(artifact.stages))
     elif isinstance(artifact, PlanArtifact):
         write("findings", _dumped(artifact.findings))
+        if artifact.candidates:
+            write("candidates", _dumped(artifact.candidates))
     return done

@@ -270,6 +270,15 @@ def plan_view(
         Fact("queue_max_depth", str(plan.queue_max_depth)),
         Fact("slug", plan.slug),
     ]
+    chosen = next((c for c in plan.candidates or () if c.chosen), None)
+    if chosen is not None and plan.inputs.prices is not None:
+        facts.append(
+            Fact(
+                "instance type",
+                f"{chosen.instance_type} of {len(plan.candidates or ())} weighed: "
+                f"{plan.inputs.prices.currency} {chosen.cost_per_day:,.2f} a day",
+            )
+        )
     trust = [
         Fact(f.name, f.verdict, VERDICT_STATE[f.verdict])
         for f in plan.findings

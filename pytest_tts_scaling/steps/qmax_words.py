@@ -19,7 +19,7 @@ from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS,
 
 
 def client_saturation_lines(rungs: list[Rung]) -> list[str]:
-    """Where the client could not keep time, and up to which N it could (issue 12)."""
+    """Where the client could not keep time, and up to which N it could."""
     saturated = [r for r in rungs if r.unusable_reason == "client_saturated" and r.client]
     if not saturated:
         return []
