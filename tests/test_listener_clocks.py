@@ -56,6 +56,21 @@ def test_the_running_peak_rises_where_a_threshold_is_first_crossed() -> None:
     assert peak_rises(b"") == []
 
 
+@pytest.mark.parametrize("frame", [1, 3, 240, 1000])
+def test_the_rises_read_by_frames_are_every_sample_that_sets_a_new_peak(frame: int) -> None:
+    """Against the definition, sample by sample, on noise, a swelling tone and silence."""
+    rng = np.random.default_rng(frame)
+    swell = np.sin(np.arange(3000) / 7) * np.linspace(0, 30000, 3000) * rng.random(3000)
+    for samples in (rng.integers(-32768, 32768, 2500), swell, np.zeros(700)):
+        data = samples.astype("<i2")
+        expected, peak = [], -1
+        for index, value in enumerate(abs(int(v)) for v in data):
+            if value > peak:
+                expected.append((index, value))
+                peak = value
+        assert peak_rises(data.tobytes(), frame) == expected
+
+
 def test_silence_in_one_piece_with_the_speech_is_heard_after_it_plays() -> None:
     """300 ms of silence and the speech in one piece at 50 ms: it arrives at TTFAB, is heard at
     TTFAB + 300 ms; the arrival-based audible time cannot tell."""

@@ -65,16 +65,26 @@ def levels(pcm: bytes | bytearray, chunk_bytes: Sequence[int], frame: int) -> tu
     return peaks.tolist(), int(floor)
 
 
-def peak_rises(pcm: bytes | bytearray) -> list[tuple[int, int]]:
+def peak_rises(pcm: bytes | bytearray, frame: int = 240) -> list[tuple[int, int]]:
     """(sample index, |sample|) wherever the answer's running peak first reaches a new level, in
     order: the first sample above any threshold is the first rise above it, so the audible
     start can be found once the silence level is known (after the N=1 rung), without the audio.
+
+    Runs as each request ends: only the `frame`-sample frames whose peak rises above every frame
+    before them can hold a rise, and the running peak over those frames alone, in order, is the
+    answer's own there (about 0.2 ms for 3 s of audio).
     """
     samples = np.abs(np.frombuffer(pcm, dtype="<i2", count=len(pcm) // 2).astype(np.int32))
     if samples.size == 0:
         return []
-    running = np.maximum.accumulate(samples)
-    rises = np.flatnonzero(np.diff(running, prepend=-1) > 0)
+    starts = np.arange(0, samples.size, frame)
+    peaks = np.maximum.reduceat(samples, starts)
+    before = np.concatenate(([-1], np.maximum.accumulate(peaks)[:-1]))
+    rising = starts[peaks > before]
+    index = (rising[:, None] + np.arange(frame)).ravel()
+    index = index[index < samples.size]
+    running = np.maximum.accumulate(samples[index])
+    rises = index[np.diff(running, prepend=-1) > 0]
     return list(zip(rises.tolist(), samples[rises].tolist(), strict=True))
 
 
