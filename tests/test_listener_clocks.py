@@ -134,6 +134,16 @@ def test_the_verdict_holds_the_chosen_clock() -> None:
     assert goodput_ms([make_record(0)], 300, record_clock("playback")) == [600.0]
 
 
+def test_the_option_offers_every_clock_the_artifact_can_name() -> None:
+    from typing import get_args
+
+    from pytest_tts_scaling.core.schema import CLOCK_WORDS, SloMetric
+    from pytest_tts_scaling.option_table import OPTION_SPECS
+
+    spec = next(s for s in OPTION_SPECS if s.flag == "--slo-metric")
+    assert spec.choices == get_args(SloMetric) == tuple(CLOCK_WORDS)
+
+
 def test_an_artifact_written_before_the_clocks_reads_as_ttfab() -> None:
     rung = make_rung(3, ttfab_p95_ms=120.0, goodput_ttfab_p95_ms=130.0)
     artifact = make_qmax([rung], q_max=3)

@@ -20,7 +20,6 @@ Transport = Literal["response-stream", "bidi"]
 # The clock the SLO holds (docs/method.md#the-listeners-clocks): first audio byte, first audible
 # speech as it plays, or glitch-free playback.
 SloMetric = Literal["ttfab", "audible", "playback"]
-SLO_METRICS: Final = ("ttfab", "audible", "playback")
 # How each clock is named where a verdict is put in words.
 CLOCK_WORDS: Final[dict[str, str]] = {
     "ttfab": "TTFAB",
