@@ -67,6 +67,17 @@ def ladder(value: str) -> tuple[int, ...]:
     return rungs
 
 
+def slo_ms(value: str) -> float | tuple[float, ...]:
+    """`3000` → 3000.0; `1000,2000,3000` → SLO tiers (1000.0, 2000.0, 3000.0): distinct positive
+    numbers, each bracketed by one run."""
+    expected = "a positive number of ms, or distinct ones separated by commas, e.g. 1000,2000,3000"
+    parts = value.split(",")
+    tiers = tuple(_number(part, float, lambda x: x > 0, expected) for part in parts)
+    if len(set(tiers)) != len(tiers):
+        raise _fail(value, expected)
+    return tiers[0] if len(tiers) == 1 else tuple(sorted(tiers))
+
+
 def hourly_rps(value: str) -> tuple[float, ...]:
     """`0,0,...,5` → 24 rates >= 0, one per hour of a day."""
     expected = "24 comma-separated numbers >= 0, one per hour from midnight"
@@ -210,10 +221,24 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--slo-ms",
         "tts_slo_ms",
-        f"p95 time-to-first-audio-byte objective in ms. Default: {DEFAULT_SLO_MS:g}.",
-        positive_float,
+        "p95 objective in ms, on the clock {flag[slo-metric]} names; several, comma-separated "
+        "(1000,2000,3000), bracket Q_max at each tier from one run's shared rungs (the "
+        f"artifact's slo_ms is the largest). Default: {DEFAULT_SLO_MS:g}.",
+        slo_ms,
         None,
         "MS",
+    ),
+    OptionSpec(
+        "--slo-metric",
+        "tts_slo_metric",
+        "The clock the SLO holds: ttfab (first audio byte), audible (first audible speech as a "
+        "player starting at the first byte plays it) or playback (the earliest start from which "
+        "playback never runs dry). The search, verdicts, baseline comparison and plan use it. "
+        "Default: ttfab.",
+        None,
+        None,
+        "CLOCK",
+        ("ttfab", "audible", "playback"),
     ),
     OptionSpec(
         "--ladder",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from pytest_tts_scaling.core.schema import SloMetric
     from pytest_tts_scaling.load.scenario import Scenario
 
 EndpointKind = Literal["local", "url", "sagemaker"]
@@ -52,6 +53,10 @@ class RunOptions:
     model: str = DEFAULT_MODEL
     transport: str = "response-stream"
     slo_ms: float | None = None
+    # With several --slo-ms values: every tier, ascending (slo_ms is then the largest).
+    slo_tiers_ms: tuple[float, ...] = ()
+    # The clock the SLO holds: ttfab, audible or playback (docs/method.md#the-listeners-clocks).
+    slo_metric: SloMetric = "ttfab"
     ladder: tuple[int, ...] | None = None
     max_concurrency: int | None = None
     hold_s: float | None = None
@@ -150,6 +155,10 @@ class RunOptions:
                     known[key] = value
         known["model"] = known.get("model") or DEFAULT_MODEL
         known["transport"] = known.get("transport") or "response-stream"
+        known["slo_metric"] = known.get("slo_metric") or "ttfab"
+        if isinstance(known.get("slo_ms"), tuple):
+            known["slo_tiers_ms"] = known["slo_ms"]
+            known["slo_ms"] = max(known["slo_ms"])
         if known.get("endpoint") and known.get("endpoint_url"):
             raise argparse.ArgumentTypeError(
                 "--endpoint and --endpoint-url both given: expected at most one of them"
@@ -169,3 +178,8 @@ class ResolvedOptions:
     hold_s: float
     measure_s: float
     gap_s: float
+
+    @property
+    def slo_tiers_ms(self) -> tuple[float, ...]:
+        """Every SLO the run brackets Q_max at, ascending; the largest is `slo_ms`."""
+        return self.run.slo_tiers_ms or (self.slo_ms,)

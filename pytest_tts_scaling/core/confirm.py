@@ -29,15 +29,10 @@ def confirmation_concurrency(
     return q_max
 
 
-def rung_p95(rung: Rung) -> float | None:
-    """The p95 a rung was judged on: goodput where recorded, else TTFAB."""
-    return rung.goodput_ttfab_p95_ms if rung.goodput_ttfab_p95_ms is not None else rung.ttfab_ms.p95
-
-
 def moved(before: Rung, after: Rung, slo_ms: float) -> bool:
     """p95 moved beyond both intervals by more than the noise floor."""
-    b, a = rung_p95(before), rung_p95(after)
-    first, again = before.ttfab_p95_ci_ms, after.ttfab_p95_ci_ms
+    b, a = before.judged_p95_ms, after.judged_p95_ms
+    first, again = before.judged_ci_ms, after.judged_ci_ms
     if b is None or a is None or first is None or again is None:
         return False
     apart = again.low > first.high if a > b else first.low > again.high
@@ -51,7 +46,7 @@ def beyond_client_lateness(before: Rung, after: Rung, slo_ms: float) -> bool:
     client = after.client
     if after.unusable_reason != "client_saturated" or client is None or client.lag_max_ms is None:
         return False
-    b, a = rung_p95(before), rung_p95(after)
+    b, a = before.judged_p95_ms, after.judged_p95_ms
     if b is None or a is None or not moved(before, after, slo_ms):
         return False
     return abs(a - b) > CHANGE_FLOOR_SHARE * slo_ms + client.lag_max_ms
@@ -62,14 +57,14 @@ def judge_confirmation(before: Rung, after: Rung, slo_ms: float) -> Confirmation
     if not after.usable:
         outcome = "changed" if beyond_client_lateness(before, after, slo_ms) else "not_repeated"
     elif moved(before, after, slo_ms):
-        slower = (rung_p95(after) or 0.0) > (rung_p95(before) or 0.0)
+        slower = (after.judged_p95_ms or 0.0) > (before.judged_p95_ms or 0.0)
         outcome = "slowed" if slower and after.meets_slo else "changed"
     else:
         outcome = "held" if after.meets_slo else "not_repeated"
     return Confirmation(
         concurrency=before.concurrency,
         outcome=outcome,  # type: ignore[arg-type]
-        before_p95_ms=rung_p95(before),
+        before_p95_ms=before.judged_p95_ms,
         rung=after,
     )
 
@@ -80,7 +75,7 @@ def change_words(c: Confirmation) -> str:
     if c.outcome == "not_repeated" and not after.usable:
         return f"N={c.concurrency} unusable when measured again ({after.unusable_reason})"
     before = "n/a" if c.before_p95_ms is None else f"{c.before_p95_ms:.0f}"
-    now = rung_p95(after)
+    now = after.judged_p95_ms
     return f"N={c.concurrency} p95 {before} → {'n/a' if now is None else f'{now:.0f}'} ms"
 
 

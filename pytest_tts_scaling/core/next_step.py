@@ -32,7 +32,7 @@ def next_step_line(a: QmaxArtifact, door: Door) -> str | None:
     one = next((r for r in a.rungs if r.concurrency == 1), None)
     if one is None or not one.usable or one.fail_reason != "slo":
         return None
-    p95 = one.goodput_ttfab_p95_ms if one.goodput_ttfab_p95_ms is not None else one.ttfab_ms.p95
+    p95 = one.judged_p95_ms
     if p95 is None:
         return None
     slo = suggested_slo_ms(p95)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from pytest_tts_scaling.artifacts import write_atomic
 from pytest_tts_scaling.core.confirm import change_words
 from pytest_tts_scaling.core.next_step import next_step_line
-from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL, doubt_line
 from pytest_tts_scaling.report.extras import (
     UNTRAINED_NOTE,
@@ -31,6 +31,7 @@ from pytest_tts_scaling.report.extras import (
 )
 from pytest_tts_scaling.report.plots import (
     ladder_svg,
+    listener_svg,
     throughput_svg,
     ttfab_distribution_svg,
     underrun_svg,
@@ -99,7 +100,7 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
     changed = artifact.confirmation is not None and artifact.confirmation.outcome == "changed"
     s_mean, s_p95 = artifact.s_mean_s, artifact.s_p95_s
     facts = [
-        Fact("SLO", f"p95 TTFAB ≤ {artifact.slo_ms:g} ms"),
+        Fact("SLO", f"p95 {CLOCK_WORDS[artifact.slo_metric]} ≤ {artifact.slo_ms:g} ms"),
         Fact("endpoint", artifact.endpoint),
         Fact("slug", artifact.slug),
         Fact("model · transport", f"{artifact.model} · {artifact.transport}"),
@@ -112,6 +113,26 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         ),
         Fact("measured at", artifact.provenance.measured_at),
     ]
+    if artifact.slo_tiers:
+        facts.insert(
+            1,
+            Fact(
+                "Q_max per SLO tier",
+                " · ".join(
+                    f"{t.slo_ms:g} ms: {t.q_max if t.q_max is not None else 'none'}"
+                    for t in artifact.slo_tiers
+                ),
+            ),
+        )
+    if artifact.chars_per_s_at_q_max is not None:
+        facts.insert(
+            1,
+            Fact(
+                "speech served at Q_max",
+                f"{artifact.chars_per_s_at_q_max:.0f} characters/s, "
+                f"{artifact.audio_s_per_s_at_q_max or 0.0:.2f} audio s/s",
+            ),
+        )
     host = artifact.host
     if host is not None:
         gpu = f", {host.gpu}" if host.gpu else ""
@@ -166,7 +187,8 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         else [
             Figure(
                 "ladder",
-                "p95 TTFAB against concurrency, with its 95% interval and the SLO",
+                f"p95 {CLOCK_WORDS[artifact.slo_metric]} against concurrency, with its 95% "
+                "interval and the SLO",
                 ladder_svg(artifact),
             ),
             Figure(
@@ -182,6 +204,14 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
             Figure("underrun", "underrun per rung", underrun_svg(artifact)),
         ]
     )
+    if any(r.speech_ms or r.glitch_free_ms for r in rungs):
+        figures.append(
+            Figure(
+                "listener",
+                "the listener's clocks per rung: first audible speech and glitch-free playback",
+                listener_svg(artifact),
+            )
+        )
     return View(
         kind="qmax",
         subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",

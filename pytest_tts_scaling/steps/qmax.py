@@ -23,15 +23,18 @@ from pytest_tts_scaling.core.confirm import confirmation_concurrency, judge_conf
 from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestSpec
 from pytest_tts_scaling.core.schema import (
+    CLOCK_WORDS,
     Confirmation,
     Provenance,
     QmaxArtifact,
     Rung,
+    SloTier,
     qmax_filename,
 )
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
+    at_slo,
     falls_in_p95,
     inconclusive_rungs,
     select_qmax,
@@ -59,6 +62,7 @@ from pytest_tts_scaling.steps.qmax_words import (
     again_line,
     client_saturation_lines,
     progress_line,
+    tier_words,
     trust_lines,
 )
 
@@ -78,7 +82,7 @@ class LadderResult:
         a = self.artifact
         lines = [
             f"qmax: {verdict_words(a)} for {a.model} over {a.transport} on {a.slug} "
-            f"at p95 TTFAB <= {a.slo_ms:g} ms",
+            f"at p95 {CLOCK_WORDS[a.slo_metric]} <= {a.slo_ms:g} ms",
             f"qmax: artifact {self.path}",
             f"qmax: per-request records {self.records_path}",
         ]
@@ -92,6 +96,8 @@ class LadderResult:
             cold := cold_start_line(a.probe.get("cold_ttfab_ms"), a.probe.get("ttfab_ms"))
         ) is not None:
             lines.append(cold)
+        for tier in a.slo_tiers:
+            lines.append(f"qmax: {tier_words(a, tier)}")
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
         lines.extend(client_saturation_lines(a.rungs))
@@ -200,6 +206,7 @@ def run_ladder(
         by_c = {r.concurrency: r for r in rungs}
         c1 = by_c.get(1)
         usable_c1 = c1 if c1 is not None and c1.usable else None
+        at_q_max = by_c.get(q_max) if q_max is not None else None
         return QmaxArtifact(
             model=run.model,
             endpoint=endpoint.name,
@@ -207,6 +214,7 @@ def run_ladder(
             slug=endpoint.slug,
             deployed_config=endpoint.deployed,
             slo_ms=settings.slo_ms,
+            slo_metric=run.slo_metric,
             q_max=q_max,
             q_max_bracketed=bracketed,
             s_mean_s=_s(usable_c1.latency_ms.mean) if usable_c1 else None,
@@ -244,6 +252,9 @@ def run_ladder(
             audio_reference=reference.summary() if reference is not None else None,
             inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
             confirmation=confirmation if complete else None,
+            chars_per_s_at_q_max=at_q_max.chars_per_s if at_q_max else None,
+            audio_s_per_s_at_q_max=at_q_max.audio_throughput if at_q_max else None,
+            slo_tiers=slo_tiers(rungs, settings.slo_tiers_ms),
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -307,6 +318,9 @@ def run_ladder(
                     f"{path}, marked incomplete"
                 ),
             )
+        if run.slo_metric == "audible" and (reference is None or not reference.audible):
+            refusal = InputError(audible_refusal(endpoint))
+            stop(rungs, "refused: nothing audible at N=1", refusal)
         measured += 1
         return rung.model_copy(update={"run": run_index, "phase": step.phase})
 
@@ -342,6 +356,16 @@ def run_ladder(
     return LadderResult(artifact=result, path=path, records_path=records_path)
 
 
+def audible_refusal(endpoint: Endpoint) -> str:
+    """Why the audible clock cannot time this endpoint: its answers at N=1 held no 16-bit audio
+    that rose above its own silence, so no sample of any answer can be called speech."""
+    return (
+        f"{both_flags('--slo-metric')} audible: the answers of {endpoint.name} at N=1 never rose "
+        "above their own silence level (or carried no 16-bit audio), so no answer has an audible "
+        "start to time; expected answers with speech, or the ttfab or playback clock"
+    )
+
+
 def wait_gap(gap_s: float, step: Step, progress: Progress, eta_s: Callable[[float], float]) -> None:
     """--gap-s between rungs, with a line when it starts and every PROGRESS_EVERY_S in it."""
     end = time.monotonic() + gap_s
@@ -368,12 +392,36 @@ def _eta_s(
 
 
 def _next(rungs: list[Rung], endpoint: Endpoint, settings: ResolvedOptions) -> Step | None:
-    return next_step(
-        rungs,
-        settings.slo_ms,
-        ladder=settings.ladder,
-        max_concurrency=search_top(endpoint, settings),
-    )
+    """The next rung of the lowest SLO tier not yet bracketed (one tier: the SLO's)."""
+    for slo_ms in settings.slo_tiers_ms:
+        step = next_step(
+            at_slo(rungs, slo_ms) if slo_ms != settings.slo_ms else rungs,
+            slo_ms,
+            ladder=settings.ladder,
+            max_concurrency=search_top(endpoint, settings),
+        )
+        if step is not None:
+            return step
+    return None
+
+
+def slo_tiers(rungs: list[Rung], tiers_ms: tuple[float, ...]) -> list[SloTier]:
+    """Q_max at each SLO tier from the same rungs; none for a run of one SLO."""
+    if len(tiers_ms) < 2:
+        return []
+    tiers = []
+    for slo_ms in tiers_ms:
+        judged = at_slo(rungs, slo_ms)
+        q_max, bracketed = select_qmax(judged, slo_ms)
+        tiers.append(
+            SloTier(
+                slo_ms=slo_ms,
+                q_max=q_max,
+                q_max_bracketed=bracketed,
+                inconclusive=inconclusive_rungs(judged, q_max, slo_ms),
+            )
+        )
+    return tiers
 
 
 def _s(ms: float | None) -> float | None:
