@@ -158,9 +158,11 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
             fail_reason = "slo"
     ttfab = [r.ttfab_ms for r in ok if r.ttfab_ms is not None]
     audio_total = sum(r.audio_s for r in ok)
+    # Answers heard to their end: a hung-up one has neither the whole latency nor the whole audio.
+    whole = [r for r in ok if not r.hung_up]
     # RTF as usual: wall time to synthesize (the whole answer) over the audio's duration; below 1
     # is faster than real time. It cannot explode when the audio arrives in one burst.
-    rtf = [r.latency_ms / 1000.0 / r.audio_s for r in ok if r.audio_s > 0]
+    rtf = [r.latency_ms / 1000.0 / r.audio_s for r in whole if r.audio_s > 0]
     audible = [r.audible_ms for r in ok if r.audible_ms is not None]
     per_s = 1 / inputs.measure_s if inputs.measure_s > 0 else 0.0
     return Rung(
@@ -172,17 +174,18 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
         rejected=sum(1 for r in window if r.status == "rejected"),
         failed=len(no_audio),
         waited_past_bound=sum(1 for r in window if waited_past_bound(r)),
+        hung_up=sum(1 for r in ok if r.hung_up),
         measure_s=inputs.measure_s,
         throughput_rps=len(ok) * per_s,
         concurrency_mean=inputs.concurrency_mean,
         concurrency_max=inputs.concurrency_max,
         ttfab_ms=summarize(ttfab),
         ttfab_p95_ci_ms=quantile_ci(goodput),
-        latency_ms=summarize([r.latency_ms for r in ok]),
+        latency_ms=summarize([r.latency_ms for r in whole]),
         inter_chunk_gap_ms=summarize([g for r in ok for g in r.gaps_ms]),
         underrun_ms=summarize([r.underrun_ms for r in ok if r.underrun_ms is not None]),
-        audio_s=summarize([r.audio_s for r in ok]),
-        response_bytes=summarize([r.audio_bytes for r in ok]),
+        audio_s=summarize([r.audio_s for r in whole]),
+        response_bytes=summarize([r.audio_bytes for r in whole]),
         rtf=summarize(rtf),
         audio_throughput=audio_total * per_s,
         phase=inputs.phase,  # type: ignore[arg-type]

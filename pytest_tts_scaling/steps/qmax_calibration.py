@@ -39,8 +39,10 @@ class Measurement:
 
 
 def integer_ladder(case: Case) -> tuple[int, ...]:
-    """Every integer from 1 to the server's capacity Q_max + 1 (the exhaustive ladder)."""
-    q_max = truth_for(case.discipline, case.slo_ms).q_max or 0
+    """Every integer from 1 to the server's capacity Q_max + 1 (the exhaustive ladder); under
+    hang-ups, the capacity they leave."""
+    truth = case.truth() if case.hang_up is not None else truth_for(case.discipline, case.slo_ms)
+    q_max = truth.q_max or 0
     return tuple(range(1, q_max + 2))
 
 
@@ -89,7 +91,10 @@ def measure(
 
 
 def scenario_workload(case: Case, model: str) -> Workload | None:
-    """The case's shipped scenario, its key read from the environment as a user's would be."""
+    """The case's shipped scenario, its key read from the environment as a user's would be; a
+    hang-up case's listener."""
+    if case.hang_up is not None:
+        return Workload(model=model, hang_up=case.hang_up)
     if case.scenario is None:
         return None
     with mock.patch.dict(os.environ, {"OPENAI_API_KEY": CALIBRATION_KEY}):
