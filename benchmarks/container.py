@@ -6,8 +6,8 @@ Prints, for the local machine:
 - ``/ping`` latency (p50, p99, max) while 4 long requests run at once;
 - the time to answer ``503 queue_saturated`` (p50, p99) under 10x overload of the admission bound;
 - with ``--hang-up``, only this instead: a short text's time to first audio and in all when the
-  server is idle, just after a client hung up on a long answer (closed its connection after
-  ``--after-audio-s`` of audio), and beside a long answer heard to its end.
+  server is idle, and just after a client hung up on a long answer (closed its connection after
+  ``--after-audio-s`` of audio).
 
 Run: ``python benchmarks/container.py [--model-dir DIR] [--reps 3] [--queue-max-depth 4]
 [--hang-up [--after-audio-s 1.0]]``.
@@ -49,7 +49,7 @@ TEXTS = {
 }
 REQUEST_TIMEOUT_S = 180.0
 PCM_BYTES_PER_S = 48000  # the container's raw audio: 24 kHz, 16-bit mono
-# After each hang-up row, the server is given this long to finish what it kept computing.
+# After each hang-up, the server is given this long to finish what it kept computing.
 SETTLE_S = 8.0
 
 
@@ -162,9 +162,9 @@ def hang_up(url: str, text: str, after_audio_s: float) -> None:
 
 
 def bench_hang_up(url: str, reps: int, after_audio_s: float, deadline: float) -> list[str]:
-    """The short text idle, right after a hang-up on the long one, and beside the long one."""
+    """The short text idle, and right after a hang-up on the long one."""
     synthesize(url, "Warm the connection path up.")
-    rows: dict[str, list[Timing]] = {"idle": [], "after a hang-up": [], "beside a long answer": []}
+    rows: dict[str, list[Timing]] = {"idle": [], "after a hang-up": []}
     for _ in range(reps):
         if time.monotonic() > deadline:
             raise OutOfTime("out of time in the hang-up benchmark")
@@ -172,12 +172,6 @@ def bench_hang_up(url: str, reps: int, after_audio_s: float, deadline: float) ->
         hang_up(url, TEXTS["long"], after_audio_s)
         rows["after a hang-up"].append(synthesize(url, TEXTS["short"]))
         time.sleep(SETTLE_S)
-        heard = threading.Event()
-        listener = threading.Thread(target=heard_whole, args=(url, after_audio_s, heard))
-        listener.start()
-        heard.wait(timeout=REQUEST_TIMEOUT_S)
-        rows["beside a long answer"].append(synthesize(url, TEXTS["short"]))
-        listener.join(timeout=REQUEST_TIMEOUT_S)
     lines = [
         f"short text ({len(TEXTS['short'].split())} words) after {after_audio_s:g} s of the long "
         f"one ({len(TEXTS['long'].split())} words), {reps} reps: first audio p50 / max, in all "
@@ -192,20 +186,6 @@ def bench_hang_up(url: str, reps: int, after_audio_s: float, deadline: float) ->
             f"{statistics.median(total):6.0f} / {max(total):6.0f} ms"
         )
     return lines
-
-
-def heard_whole(url: str, after_audio_s: float, heard: threading.Event) -> None:
-    """The long text read to its end; `heard` set once `after_audio_s` of it has arrived."""
-    with (
-        httpx.Client(timeout=REQUEST_TIMEOUT_S) as client,
-        client.stream("POST", url + "/invocations", json={"text": TEXTS["long"]}) as response,
-    ):
-        size = 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size >= after_audio_s * PCM_BYTES_PER_S:
-                heard.set()
-    heard.set()
 
 
 def bench_ping_under_load(url: str, deadline: float) -> list[str]:
