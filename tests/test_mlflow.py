@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +37,7 @@ from tests.test_health import closed_port
 # when it ends, and MLflow's store (SQLAlchemy's compiled parts) loads once per process.
 pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
 pytest.importorskip("mlflow.store.tracking.sqlalchemy_store")
-from mlflow import MlflowClient  # noqa: E402
+from mlflow import MlflowClient
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -48,14 +47,14 @@ TRAFFIC = ("--peak-rps", "5000", "--trough-rps", "10")
 
 
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MlflowClient]:
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MlflowClient:
     """A local MLflow store (SQLite, as MLflow makes by default) that MLFLOW_TRACKING_URI names;
     the client that reads it back. The working directory is tmp_path: the store's artifacts go
     to ./mlruns."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(tmp_path)
-    yield MlflowClient(uri)
+    return MlflowClient(uri)
 
 
 def runs_of(client: MlflowClient, experiment: str) -> list[Run]:

@@ -121,10 +121,10 @@ def qmax_record(artifact: QmaxArtifact, verdict: Verdict) -> RunRecord:
     record.param("instance_type", a.deployed_config.instance_type)
     record.param("image_digest", a.deployed_config.image_digest)
     record.param("weights", a.deployed_config.weights)
-    for key, value in sorted(a.deployed_config.container_env.items()):
-        record.param(f"container_env.{key}", value)
-    for key, value in sorted(a.settings.items()):
-        record.param(f"settings.{key}", value)
+    for key, env in sorted(a.deployed_config.container_env.items()):
+        record.param(f"container_env.{key}", env)
+    for key, setting in sorted(a.settings.items()):
+        record.param(f"settings.{key}", setting)
     if a.host is not None:
         record.param("host.cpu_model", a.host.cpu_model)
         record.param("host.cpu_count", a.host.cpu_count)
