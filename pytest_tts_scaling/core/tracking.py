@@ -14,7 +14,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, Stage, TtotalArtifact
+from pytest_tts_scaling.core.schema import (
+    PlanArtifact,
+    Provenance,
+    QmaxArtifact,
+    Stage,
+    TtotalArtifact,
+)
 
 # Tags every run carries, so runs are found by step and verdict (a baseline is the latest pass).
 STEP_TAG = "tts.step"
@@ -99,7 +105,11 @@ def rung_metrics(rung: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
             yield name, number
 
 
-def _common(record: RunRecord, step: str, verdict: Verdict, model: str, slug: str) -> None:
+def _new_record(
+    step: str, verdict: Verdict, model: str, slug: str, provenance: Provenance | None
+) -> RunRecord:
+    """A run's record with what every step's run holds: step, verdict, model, fingerprint."""
+    record = RunRecord()
     record.tags[STEP_TAG] = step
     record.tags[VERDICT_TAG] = verdict.word
     if verdict.reasons:
@@ -107,13 +117,23 @@ def _common(record: RunRecord, step: str, verdict: Verdict, model: str, slug: st
     record.param("step", step)
     record.param("model", model)
     record.param("slug", slug)
+    if provenance is not None:
+        record.param("tool_version", provenance.tool_version)
+        record.param("artifact_run_id", provenance.run_id)
+        record.param("measured_at", provenance.measured_at)
+    return record
+
+
+def _scalars(record: RunRecord, dumped: Mapping[str, Any], prefix: str = "") -> None:
+    """The top-level numbers (and bools) of an artifact as metrics, whatever fields it has."""
+    for key, value in dumped.items():
+        record.metric(f"{prefix}{key}", value)
 
 
 def qmax_record(artifact: QmaxArtifact, verdict: Verdict) -> RunRecord:
     """The qmax run: Q_max and the per-rung figures (step = N), the settings and fingerprint."""
     a = artifact
-    record = RunRecord()
-    _common(record, "qmax", verdict, a.model, a.slug)
+    record = _new_record("qmax", verdict, a.model, a.slug, a.provenance)
     record.param("endpoint", a.endpoint)
     record.param("transport", a.transport)
     record.param("slo_ms", a.slo_ms)
@@ -128,14 +148,9 @@ def qmax_record(artifact: QmaxArtifact, verdict: Verdict) -> RunRecord:
     if a.host is not None:
         record.param("host.cpu_model", a.host.cpu_model)
         record.param("host.cpu_count", a.host.cpu_count)
-    record.param("tool_version", a.provenance.tool_version)
-    record.param("artifact_run_id", a.provenance.run_id)
-    record.param("measured_at", a.provenance.measured_at)
 
     dumped = a.model_dump(mode="json", by_alias=True)
-    for key, value in dumped.items():
-        if key not in ("settings", "probe") and (number := as_number(value)) is not None:
-            record.metric(key, number)
+    _scalars(record, dumped)
     record.metric("rungs", len(a.rungs))
     record.metric("inconclusive_rungs", len(a.inconclusive))
     errors: dict[str, int] = {}
@@ -158,21 +173,15 @@ def ttotal_record(artifact: TtotalArtifact, verdict: Verdict, stages: list[Stage
     """The ttotal run: T_total, its measured part and policy lag, and each stage's seconds
     since desired_set (`stages`: the artifact's, timed where it holds only their times)."""
     a = artifact
-    record = RunRecord()
-    _common(record, "ttotal", verdict, a.model, a.slug)
+    record = _new_record("ttotal", verdict, a.model, a.slug, a.provenance)
     record.param("transport", a.transport)
     record.param("trigger", a.trigger)
     record.param("policy_lag_source", a.policy_lag_source)
     record.param("qmax_run_id", a.qmax_run_id)
     record.param("weights", a.weights)
-    record.param("tool_version", a.provenance.tool_version)
-    record.param("artifact_run_id", a.provenance.run_id)
-    record.param("measured_at", a.provenance.measured_at)
     if a.dominant_stage:
         record.tags["tts.dominant_stage"] = a.dominant_stage
-    for key, value in a.model_dump(mode="json", by_alias=True).items():
-        if (number := as_number(value)) is not None:
-            record.metric(key, number)
+    _scalars(record, a.model_dump(mode="json", by_alias=True))
     for key, number in numbers(a.probe, "probe."):
         record.metric(key, number)
     for stage in stages:
@@ -183,8 +192,7 @@ def ttotal_record(artifact: TtotalArtifact, verdict: Verdict, stages: list[Stage
 
 def plan_record(plan: PlanArtifact, verdict: Verdict) -> RunRecord:
     """The plan run: thresholds, cooldowns, fleet and the policy, with each finding's verdict."""
-    record = RunRecord()
-    _common(record, "plan", verdict, plan.model, plan.slug)
+    record = _new_record("plan", verdict, plan.model, plan.slug, None)
     record.param("instance_type", plan.instance_type)
     inputs = plan.inputs.model_dump(mode="json")
     for key, value in inputs.items():
@@ -198,10 +206,7 @@ def plan_record(plan: PlanArtifact, verdict: Verdict) -> RunRecord:
     for finding in plan.findings:
         record.tags[metric_key(f"tts.finding.{finding.name}")] = finding.verdict
     dumped = plan.model_dump(mode="json", by_alias=True)
-    for key, value in dumped.items():
-        if (number := as_number(value)) is not None:
-            record.metric(key, number)
+    _scalars(record, dumped)
     if isinstance(dumped.get("policy"), Mapping):
-        for key, number in numbers(dumped["policy"], "policy."):
-            record.metric(key, number)
+        _scalars(record, dumped["policy"], "policy.")
     return record
