@@ -57,8 +57,11 @@ def fetched_baseline(reference: str) -> QmaxArtifact:
     from pytest_tts_scaling.artifacts import load
     from pytest_tts_scaling.core.schema import QmaxArtifact
     from pytest_tts_scaling.errors import InputError
-    from pytest_tts_scaling.steps.tracking import first_line
-    from pytest_tts_scaling.tracking.mlflow_runs import download_baseline, tracking_uri
+    from pytest_tts_scaling.tracking.mlflow_runs import (
+        download_baseline,
+        error_line,
+        tracking_uri,
+    )
 
     with tempfile.TemporaryDirectory(prefix="tts-baseline-") as folder:
         try:
@@ -68,7 +71,7 @@ def fetched_baseline(reference: str) -> QmaxArtifact:
         except Exception as exc:
             raise InputError(
                 f"baseline {reference}: could not read it from MLflow at {tracking_uri()}: "
-                f"{first_line(exc)}"
+                f"{error_line(exc)}"
             ) from None
         return load(path, QmaxArtifact)
 

@@ -182,12 +182,7 @@ def _record(
             raise
         return [f"mlflow: not recorded: {missing}"]
     except Exception as exc:
-        return [f"mlflow: not recorded (the artifacts are kept): {first_line(exc)}"]
+        from pytest_tts_scaling.tracking.mlflow_runs import error_line
+
+        return [f"mlflow: not recorded (the artifacts are kept): {error_line(exc)}"]
     return [f"mlflow: {step} run {run_id} in experiment {experiment!r} at {where}"]
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception as one line of at most 300 characters, its type first."""
-    text = str(exc).strip().splitlines()
-    line = f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-    return line if len(line) <= 300 else line[:299] + "…"

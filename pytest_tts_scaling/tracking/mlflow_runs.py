@@ -161,3 +161,10 @@ def tracking_uri() -> str:
     import mlflow
 
     return str(mlflow.get_tracking_uri())
+
+
+def error_line(exc: BaseException) -> str:
+    """An MLflow error (often a whole HTTP trace) as one line of at most 300 characters."""
+    text = str(exc).strip().splitlines()
+    line = f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    return line if len(line) <= 300 else line[:299] + "…"
