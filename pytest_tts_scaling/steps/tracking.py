@@ -100,10 +100,9 @@ def record_qmax(
     from pytest_tts_scaling.report.extras import Shown
 
     artifact = result.artifact
-    verdict = qmax_verdict(artifact, run, comparison)
 
     def build() -> RunRecord:
-        record = qmax_record(artifact, verdict)
+        record = qmax_record(artifact, qmax_verdict(artifact, run, comparison))
         scenario_params(record, run)
         image_commit = artifact.deployed_config.container_env.get("GIT_COMMIT") or (
             artifact.provenance.git_commit
@@ -177,12 +176,10 @@ def _record(
             run_name=run_name(run, step, subject),
         )
         where = tracking_uri()
-    except ModuleNotFoundError as exc:
-        if (missing := missing_extra(exc)) is None:
-            raise
-        return [f"mlflow: not recorded: {missing}"]
     except Exception as exc:
         from pytest_tts_scaling.tracking.mlflow_runs import error_line
 
+        if isinstance(exc, ModuleNotFoundError) and (missing := missing_extra(exc)) is not None:
+            return [f"mlflow: not recorded: {missing}"]
         return [f"mlflow: not recorded (the artifacts are kept): {error_line(exc)}"]
     return [f"mlflow: {step} run {run_id} in experiment {experiment!r} at {where}"]
