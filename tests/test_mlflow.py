@@ -129,32 +129,58 @@ def test_a_qmax_run_is_recorded_read_back_and_is_the_next_runs_baseline(
     assert second.data.tags["tts.verdict"] == PASS
 
 
-def test_an_unreachable_tracking_server_costs_one_line_and_changes_no_verdict(
-    tmp_path: Path,
-    serial_server: SerialStreamServer,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def unreachable(monkeypatch: pytest.MonkeyPatch) -> int:
+    """MLFLOW_TRACKING_URI names a port nothing listens on; the port."""
     port = closed_port()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
     # MLflow retries a refused request for minutes by default.
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    return port
+
+
+def test_an_unreachable_tracking_server_costs_one_line_and_changes_no_verdict(
+    tmp_path: Path,
+    serial_server: SerialStreamServer,
+    capsys: pytest.CaptureFixture[str],
+    unreachable: int,
+) -> None:
+    port = unreachable
     out = tmp_path / "out"
-    args = ["--endpoint-url", serial_server.base_url, *SHORT_LADDER, *SLO, "--min-qmax", "3"]
+    # A floor no run reaches: the gate fails the run, with or without MLflow.
+    args = ["--endpoint-url", serial_server.base_url, *SHORT_LADDER, *SLO, "--min-qmax", "1000"]
     code = main(["qmax", *args, "--artifacts-dir", str(out), "--mlflow"])
     printed = capsys.readouterr().out
-    assert code == 1, printed  # the --min-qmax gate fails the run, with or without MLflow
-    assert "qmax: FAIL: Q_max 2 is below --tts-min-qmax" in printed
+    assert code == 1, printed
+    assert "is below --tts-min-qmax (tts-bench: --min-qmax) 1000" in printed
     [line] = [line for line in printed.splitlines() if line.startswith("mlflow:")]
     assert line.startswith("mlflow: not recorded (the artifacts are kept): ")
     assert f"127.0.0.1:{port}" in line
     assert len(line) < 400
     path = only_artifact(out)
-    artifact = load(path, QmaxArtifact)
-    assert artifact.complete
-    assert artifact.q_max == 2
+    assert load(path, QmaxArtifact).complete
     assert path.with_suffix(".html").is_file()
+
+
+def test_under_pytest_an_unreachable_tracking_server_fails_no_test(
+    pytester: pytest.Pytester,
+    qmax_scenario: Path,
+    serial_server: SerialStreamServer,
+    unreachable: int,
+) -> None:
+    """The run is recorded as the session ends: its failure is a line of the summary, not an
+    error of the last test; the --tts-min-qmax gate fails its test as it would anyway."""
+    out = pytester.path / "out"
+    result = pytester.runpytest(*qmax_args(serial_server, out, "--min-qmax", "1000", "--mlflow"))
+    outcomes = result.parseoutcomes()
+    assert "errors" not in outcomes, result.stdout.str()
+    assert outcomes["failed"] >= 1
+    result.stdout.fnmatch_lines(["*FAILED test_qmax.py::test_qmax_at_least_minimum*"])
+    result.stdout.fnmatch_lines(
+        [f"mlflow: not recorded (the artifacts are kept): *127.0.0.1:{unreachable}*"]
+    )
+    assert load(only_artifact(out), QmaxArtifact).complete
 
 
 def test_a_plan_run_holds_the_thresholds_and_is_refused_as_a_qmax_baseline(
