@@ -137,7 +137,7 @@ def qmax_record(artifact: QmaxArtifact, verdict: Verdict) -> RunRecord:
     record.param("endpoint", a.endpoint)
     record.param("transport", a.transport)
     record.param("slo_ms", a.slo_ms)
-    record.param("slo_metric", getattr(a, "slo_metric", None) or "ttfab")
+    record.param("slo_metric", a.slo_metric)
     record.param("instance_type", a.deployed_config.instance_type)
     record.param("image_digest", a.deployed_config.image_digest)
     record.param("weights", a.deployed_config.weights)
