@@ -18,7 +18,7 @@ from pytest_tts_scaling.artifacts import load
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.cli import main
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
-from pytest_tts_scaling.core.tracking import PASS, Verdict, qmax_record
+from pytest_tts_scaling.core.tracking import PASS, Verdict, plan_record, qmax_record
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.report.extras import timed_stages
 from pytest_tts_scaling.steps.tracking import record_ttotal
@@ -300,3 +300,19 @@ def test_a_malformed_mlflow_baseline_is_refused_naming_the_forms(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "expected a qmax artifact FILE, mlflow:RUN_ID or mlflow:experiment=NAME" in err
+
+
+def test_a_plan_that_weighed_instance_types_records_each_candidate() -> None:
+    from tests.test_plan_candidates import cpu, gpu, weigh
+
+    plan = weigh(gpu(), cpu(0.5)).artifact
+    assert plan.candidates is not None
+    assert len(plan.candidates) == 2
+    record = plan_record(plan, Verdict(PASS))
+    values = {m.key: m.value for m in record.metrics}
+    for candidate in plan.candidates:
+        key = f"candidate.{candidate.slug}."
+        assert values[key + "cost_per_day"] == candidate.cost_per_day
+        assert values[key + "max_instances"] == candidate.max_instances
+        assert values[key + "chosen"] == float(candidate.chosen)
+        assert record.tags[f"tts.{key}why"] == candidate.why

@@ -191,7 +191,8 @@ def ttotal_record(artifact: TtotalArtifact, verdict: Verdict, stages: list[Stage
 
 
 def plan_record(plan: PlanArtifact, verdict: Verdict) -> RunRecord:
-    """The plan run: thresholds, cooldowns, fleet and the policy, with each finding's verdict."""
+    """The plan run: thresholds, cooldowns, fleet and the policy, with each finding's verdict;
+    each instance type it weighed by cost (`candidate.SLUG.cost_per_day` …)."""
     record = _new_record("plan", verdict, plan.model, plan.slug, None)
     record.param("instance_type", plan.instance_type)
     inputs = plan.inputs.model_dump(mode="json")
@@ -209,4 +210,9 @@ def plan_record(plan: PlanArtifact, verdict: Verdict) -> RunRecord:
     _scalars(record, dumped)
     if isinstance(dumped.get("policy"), Mapping):
         _scalars(record, dumped["policy"], "policy.")
+    for candidate in plan.candidates or ():
+        # Each instance type weighed: its fleet and costs, and whether it was chosen.
+        prefix = f"candidate.{candidate.slug}."
+        _scalars(record, candidate.model_dump(mode="json"), prefix)
+        record.tags[metric_key(f"tts.{prefix}why")] = candidate.why[:5000]
     return record
