@@ -53,6 +53,15 @@ class RunRecord:
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
         self.params[metric_key(key)] = text[:PARAM_LIMIT]
 
+    def params_of(self, values: Mapping[str, object], prefix: str = "") -> None:
+        for key, value in values.items():
+            self.param(f"{prefix}{key}", value)
+
+    def fields_of(self, model: object, *names: str) -> None:
+        """These fields of an artifact's part as parameters of the same names."""
+        for name in names:
+            self.param(name, getattr(model, name))
+
     def metric(self, key: str, value: object, step: int = 0) -> None:
         number = as_number(value)
         if number is not None:
@@ -134,17 +143,10 @@ def qmax_record(artifact: QmaxArtifact, verdict: Verdict) -> RunRecord:
     """The qmax run: Q_max and the per-rung figures (step = N), the settings and fingerprint."""
     a = artifact
     record = _new_record("qmax", verdict, a.model, a.slug, a.provenance)
-    record.param("endpoint", a.endpoint)
-    record.param("transport", a.transport)
-    record.param("slo_ms", a.slo_ms)
-    record.param("slo_metric", a.slo_metric)
-    record.param("instance_type", a.deployed_config.instance_type)
-    record.param("image_digest", a.deployed_config.image_digest)
-    record.param("weights", a.deployed_config.weights)
-    for key, env in sorted(a.deployed_config.container_env.items()):
-        record.param(f"container_env.{key}", env)
-    for key, setting in sorted(a.settings.items()):
-        record.param(f"settings.{key}", setting)
+    record.fields_of(a, "endpoint", "transport", "slo_ms", "slo_metric")
+    record.fields_of(a.deployed_config, "instance_type", "image_digest", "weights")
+    record.params_of(dict(sorted(a.deployed_config.container_env.items())), "container_env.")
+    record.params_of(dict(sorted(a.settings.items())), "settings.")
     if a.host is not None:
         record.param("host.cpu_model", a.host.cpu_model)
         record.param("host.cpu_count", a.host.cpu_count)
@@ -174,11 +176,7 @@ def ttotal_record(artifact: TtotalArtifact, verdict: Verdict, stages: list[Stage
     since desired_set (`stages`: the artifact's, timed where it holds only their times)."""
     a = artifact
     record = _new_record("ttotal", verdict, a.model, a.slug, a.provenance)
-    record.param("transport", a.transport)
-    record.param("trigger", a.trigger)
-    record.param("policy_lag_source", a.policy_lag_source)
-    record.param("qmax_run_id", a.qmax_run_id)
-    record.param("weights", a.weights)
+    record.fields_of(a, "transport", "trigger", "policy_lag_source", "qmax_run_id", "weights")
     if a.dominant_stage:
         record.tags["tts.dominant_stage"] = a.dominant_stage
     _scalars(record, a.model_dump(mode="json", by_alias=True))
