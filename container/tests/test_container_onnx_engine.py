@@ -77,7 +77,12 @@ def test_a_session_for_each_thread_count_the_core_split_hands_out(
     cores: int, counts: list[int]
 ) -> None:
     made: list[int] = []
-    sessions = Sessions(b"graph", lambda _export, threads: made.append(threads) or threads)
+
+    def make(_export: bytes, threads: int) -> int:
+        made.append(threads)
+        return threads
+
+    sessions = Sessions(b"graph", make)
     sessions.prepare(cores)
     assert made == counts
     assert sessions.get(counts[-1]) == counts[-1]
