@@ -23,7 +23,7 @@ from speech_checks import (
 )
 from tts_container import trained_model
 from tts_container.app import create_app
-from tts_container.engine import KokoroEngine, KokoroPiece, KokoroText, synthesize_all
+from tts_container.engine import KokoroEngine, KokoroPiece, synthesize_all
 from tts_container.forced_durations import ForcedDurations
 from tts_container.metrics import MetricsLog
 from tts_container.onnx_engine import OnnxKokoroEngine
@@ -209,7 +209,9 @@ def test_the_container_path_is_intelligible_and_the_untrained_model_is_not(
     assert untrained_wer >= 0.9, untrained
 
 
-def _serve(engine: KokoroText, texts: list[str], tmp_path: Path, **settings: Any) -> list[Any]:
+def _serve(
+    engine: KokoroEngine | OnnxKokoroEngine, texts: list[str], tmp_path: Path, **settings: Any
+) -> list[Any]:
     """``texts`` sent at once through the app; each answer's samples, in order."""
     app = create_app(
         Settings(cache_dir=tmp_path, **settings),
