@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Literal
 from pytest_tts_scaling.artifacts import write_atomic
 from pytest_tts_scaling.core.confirm import change_words
 from pytest_tts_scaling.core.next_step import next_step_line
-from pytest_tts_scaling.core.schema import CLOCK_WORDS, PlanArtifact, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.schema import (
+    CLOCK_WORDS,
+    PlanArtifact,
+    QmaxArtifact,
+    Rung,
+    TtotalArtifact,
+)
 from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL, doubt_line
 from pytest_tts_scaling.report.extras import (
     UNTRAINED_NOTE,
@@ -98,6 +104,41 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
     ]
     found = artifact.q_max is not None
     changed = artifact.confirmation is not None and artifact.confirmation.outcome == "changed"
+    facts = _qmax_facts(artifact)
+    trust = _qmax_trust(artifact, usable, thin, short, changed)
+    doubt = doubt_line(artifact)
+    if doubt is not None:
+        trust.insert(0, Fact("answer settled", "no: INCONCLUSIVE", "warn"))
+    notes = [doubt.removeprefix("qmax: ")] if doubt is not None else []
+    notes += [step] if (step := next_step_line(artifact, "pytest")) is not None else []
+    notes += [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
+    figures = _qmax_figures(artifact)
+    return View(
+        kind="qmax",
+        subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
+        headline=f"Q_max {artifact.q_max}" if found else "Q_max not found",
+        qualifier=(
+            ("bracketed" if artifact.q_max_bracketed else "lower bound")
+            if found
+            else "the server changed speed during the run"
+            if changed
+            else "no rung met the SLO"
+            if rungs
+            else "no rung measured"
+        )
+        + (", INCONCLUSIVE" if doubt is not None else ""),
+        state=("ok" if artifact.q_max_bracketed and doubt is None else "warn") if found else "bad",
+        facts=facts,
+        trust=trust,
+        figures=figures,
+        tables=rung_table_html(artifact),
+        artifact_path=path,
+        notes=notes,
+    )
+
+
+def _qmax_facts(artifact: QmaxArtifact) -> list[Fact]:
+    """What was measured, on what: the first screen's facts."""
     s_mean, s_p95 = artifact.s_mean_s, artifact.s_p95_s
     facts = [
         Fact("SLO", f"p95 {CLOCK_WORDS[artifact.slo_metric]} ≤ {artifact.slo_ms:g} ms"),
@@ -137,6 +178,15 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
     if host is not None:
         gpu = f", {host.gpu}" if host.gpu else ""
         facts.append(Fact("host", f"{host.cpu_model} × {host.cpu_count}{gpu}"))
+    return facts
+
+
+def _qmax_trust(
+    artifact: QmaxArtifact, usable: list[Rung], thin: list[Rung], short: list[int], changed: bool
+) -> list[Fact]:
+    """How far to trust the answer: frozen capacity, usable rungs, the client, the run, the
+    confirmation."""
+    rungs = artifact.rungs
     # A local or URL endpoint has no autoscaling to suspend, so not frozen is expected there.
     pinnable = artifact.provenance.origin.split(":", 1)[0] not in ("local", "url")
     trust = [
@@ -175,13 +225,12 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
                 "ok" if confirmed.outcome == "held" else "bad" if changed else "warn",
             )
         )
-    doubt = doubt_line(artifact)
-    if doubt is not None:
-        trust.insert(0, Fact("answer settled", "no: INCONCLUSIVE", "warn"))
-    notes = [doubt.removeprefix("qmax: ")] if doubt is not None else []
-    notes += [step] if (step := next_step_line(artifact, "pytest")) is not None else []
-    notes += [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
-    figures = (
+    return trust
+
+
+def _qmax_figures(artifact: QmaxArtifact) -> list[Figure]:
+    rungs = artifact.rungs
+    figures: list[Figure] = (
         []
         if not rungs
         else [
@@ -212,28 +261,7 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
                 listener_svg(artifact),
             )
         )
-    return View(
-        kind="qmax",
-        subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
-        headline=f"Q_max {artifact.q_max}" if found else "Q_max not found",
-        qualifier=(
-            ("bracketed" if artifact.q_max_bracketed else "lower bound")
-            if found
-            else "the server changed speed during the run"
-            if changed
-            else "no rung met the SLO"
-            if rungs
-            else "no rung measured"
-        )
-        + (", INCONCLUSIVE" if doubt is not None else ""),
-        state=("ok" if artifact.q_max_bracketed and doubt is None else "warn") if found else "bad",
-        facts=facts,
-        trust=trust,
-        figures=figures,
-        tables=rung_table_html(artifact),
-        artifact_path=path,
-        notes=notes,
-    )
+    return figures
 
 
 def ttotal_view(artifact: TtotalArtifact, path: Path) -> View:

@@ -86,8 +86,7 @@ def measure_rung(
     `quality`: with --wer-sample, a few answers are kept and transcribed after the rung.
     """
     concurrency = step.concurrency
-    metric = settings.run.slo_metric
-    clock = record_clock(metric, reference)
+    clock = record_clock(settings.run.slo_metric, reference)
     before = endpoint.instance_count()
     inputs: list[dict[str, object]] = []
     texts: dict[str, str | None] = {}
@@ -100,55 +99,11 @@ def measure_rung(
         return spec
 
     heard: list[RequestRecord] = []
-    window_clock = WindowClock()
-
-    def rest_s() -> float:
-        """The rung's time left: to its window's end, then the drain's bound."""
-        if not window_clock.end_ns:  # the engine has not started the load yet
-            return settings.hold_s
-        now = time.perf_counter_ns()
-        drain_s = window_clock.drain_s if window_clock.draining else 0
-        return max(0.001, (window_clock.end_ns - now) / 1e9 + drain_s)
-
-    def extended(reason: str, more_s: float) -> None:
-        progress(
-            f"qmax N={concurrency} {step.phase}: window extended by {more_s:.0f} s ({reason}); "
-            f"run ETA {mmss(eta_s(rest_s() + more_s))}"
-        )
-
-    async def report_progress() -> None:
-        """A line when the window opens and every PROGRESS_EVERY_S until the rung ends, through
-        its extensions and its drain (the task is cancelled when the rung returns)."""
-        started = time.perf_counter_ns()
-        warmup_s = settings.hold_s - settings.measure_s
-        window_start_ns = started + int(warmup_s * 1e9)
-        ticks = sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)})
-        at = ticks.pop(0)
-        while True:
-            await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
-            elapsed = (time.perf_counter_ns() - started) / 1e9
-            if window_clock.draining:
-                in_flight = len(inputs) - len(heard)
-                progress(drain_line(step, in_flight, window_clock.drain_s, eta_s(rest_s())))
-            else:
-                window_s = max(settings.measure_s, (window_clock.end_ns - window_start_ns) / 1e9)
-                progress(
-                    live_line(
-                        step,
-                        settings,
-                        heard,
-                        window_start_ns,
-                        elapsed,
-                        eta_s(rest_s()),
-                        window_s,
-                        clock,
-                    )
-                )
-            at = ticks.pop(0) if ticks else at + PROGRESS_EVERY_S
+    ticker = _Ticker(step, settings, progress, eta_s, inputs, heard, clock)
 
     async def measure() -> RungRun:
         async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
-            ticker = asyncio.create_task(report_progress())
+            ticking = asyncio.create_task(ticker.run())
             try:
                 return await run_rung(
                     transport,
@@ -157,17 +112,21 @@ def measure_rung(
                     hold_s=settings.hold_s,
                     measure_s=settings.measure_s,
                     should_extend=extension_rule(
-                        settings.slo_ms, settings.measure_s, extended, clock, settings.slo_tiers_ms
+                        settings.slo_ms,
+                        settings.measure_s,
+                        ticker.extended,
+                        clock,
+                        settings.slo_tiers_ms,
                     ),
                     max_extensions=MOST_EXTENSIONS,
                     should_end=clear_failure_rule(concurrency, settings.slo_ms, heard, clock),
                     stall_s=stall_s,
                     on_record=heard.append,
                     on_audio=on_audio,
-                    clock=window_clock,
+                    clock=ticker.window_clock,
                 )
             finally:
-                ticker.cancel()
+                ticking.cancel()
 
     result = asyncio.run(measure())
     after = endpoint.instance_count()
@@ -177,9 +136,98 @@ def measure_rung(
     }
     result.records, reference = judge_answers(reference, concurrency, result.records, keys)
     learn_admission_bound(endpoint, result.records, f"at N={concurrency}")
-    lag_bound = client_lag_bound_ms(settings.slo_ms)
     append_jsonl(records_path, [_record_row(r, result) for r in result.records])
     append_jsonl(inputs_path, inputs)
+    rung = _judged(result, concurrency, settings, reference, instances=(before, after))
+    if quality is not None:
+        rung = quality.judge(rung, kept, {r.request_id for r in started_in_window(result)})
+    return rung, result, reference
+
+
+class _Ticker:
+    """A rung's progress lines: when its window opens, every PROGRESS_EVERY_S until it ends
+    (through its extensions and its drain), and each extension as it is granted."""
+
+    def __init__(
+        self,
+        step: Step,
+        settings: ResolvedOptions,
+        progress: Progress,
+        eta_s: Callable[[float], float],
+        inputs: list[dict[str, object]],
+        heard: list[RequestRecord],
+        clock: RecordClock,
+    ) -> None:
+        self.step = step
+        self.settings = settings
+        self.progress = progress
+        self.eta_s = eta_s
+        self.inputs = inputs
+        self.heard = heard
+        self.clock = clock
+        self.window_clock = WindowClock()
+
+    def rest_s(self) -> float:
+        """The rung's time left: to its window's end, then the drain's bound."""
+        window_clock = self.window_clock
+        if not window_clock.end_ns:  # the engine has not started the load yet
+            return self.settings.hold_s
+        now = time.perf_counter_ns()
+        drain_s = window_clock.drain_s if window_clock.draining else 0
+        return max(0.001, (window_clock.end_ns - now) / 1e9 + drain_s)
+
+    def extended(self, reason: str, more_s: float) -> None:
+        self.progress(
+            f"qmax N={self.step.concurrency} {self.step.phase}: window extended by "
+            f"{more_s:.0f} s ({reason}); run ETA {mmss(self.eta_s(self.rest_s() + more_s))}"
+        )
+
+    async def run(self) -> None:
+        """Runs until cancelled, when the rung returns."""
+        settings, window_clock = self.settings, self.window_clock
+        started = time.perf_counter_ns()
+        warmup_s = settings.hold_s - settings.measure_s
+        window_start_ns = started + int(warmup_s * 1e9)
+        ticks = sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)})
+        at = ticks.pop(0)
+        while True:
+            await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
+            elapsed = (time.perf_counter_ns() - started) / 1e9
+            if window_clock.draining:
+                in_flight = len(self.inputs) - len(self.heard)
+                self.progress(
+                    drain_line(
+                        self.step, in_flight, window_clock.drain_s, self.eta_s(self.rest_s())
+                    )
+                )
+            else:
+                window_s = max(settings.measure_s, (window_clock.end_ns - window_start_ns) / 1e9)
+                self.progress(
+                    live_line(
+                        self.step,
+                        settings,
+                        self.heard,
+                        window_start_ns,
+                        elapsed,
+                        self.eta_s(self.rest_s()),
+                        window_s,
+                        self.clock,
+                    )
+                )
+            at = ticks.pop(0) if ticks else at + PROGRESS_EVERY_S
+
+
+def _judged(
+    result: RungRun,
+    concurrency: int,
+    settings: ResolvedOptions,
+    reference: AudioReference | None,
+    *,
+    instances: tuple[int | None, int | None],
+) -> Rung:
+    """The rung judged from what the engine heard, with the client's own timekeeping."""
+    before, after = instances
+    lag_bound = client_lag_bound_ms(settings.slo_ms)
     mean, peak = time_weighted_in_flight(
         [(r.start_ns, r.end_ns) for r in result.records],
         result.window_start_ns,
@@ -200,7 +248,7 @@ def measure_rung(
             client_lag_bound_ms=lag_bound,
         ),
         settings.slo_ms,
-        metric,
+        settings.run.slo_metric,
         reference,
     )
     client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
@@ -211,10 +259,7 @@ def measure_rung(
         "few_samples": rung.completed < MIN_COMPLETIONS,
         "load_avg_1m": load_average(),
     }
-    rung = rung.model_copy(update=update)
-    if quality is not None:
-        rung = quality.judge(rung, kept, {r.request_id for r in started_in_window(result)})
-    return rung, result, reference
+    return rung.model_copy(update=update)
 
 
 def _str(value: object) -> str | None:
