@@ -41,18 +41,14 @@ def gate(pytester: pytest.Pytester, tmp_path: Path) -> list[str]:
         "no:cacheprovider",
         "-m",
         "drift or plan or validate",
-        "--tts-plan-artifact",
-        str(plan),
-        "--tts-qmax-artifact",
-        str(EXAMPLES / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"),
-        "--tts-ttotal-artifact",
-        str(EXAMPLES / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"),
+        f"--tts-plan-artifact={plan}",
+        f"--tts-qmax-artifact={EXAMPLES}/qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json",
+        f"--tts-ttotal-artifact={EXAMPLES / 'ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json'}",
         "--tts-peak-rps",
         "5000",
         "--tts-trough-rps",
         "10",
-        "--tts-artifacts-dir",
-        str(tmp_path / "promotion"),
+        f"--tts-artifacts-dir={tmp_path / 'promotion'}",
     ]
 
 
