@@ -9,6 +9,10 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
 ROOT = Path(__file__).resolve().parents[1]
 GEVENTHTTPCLIENT = "2.6.1"
 
@@ -27,7 +31,9 @@ def pinned(name: str) -> str | None:
 def test_geventhttpclient_is_the_pinned_version_whose_private_body_buffer_fleet_reads() -> None:
     """fleet/user.py's body_pieces reads `_body_buffer` and `_sock` of geventhttpclient's
     responses; on another version check that they still hold the parsed body and the socket."""
-    import geventhttpclient.response as response
+    response = pytest.importorskip(
+        "geventhttpclient.response", reason=needs_extra("geventhttpclient")
+    )
 
     assert pinned("geventhttpclient") == GEVENTHTTPCLIENT
     assert version("geventhttpclient") == GEVENTHTTPCLIENT

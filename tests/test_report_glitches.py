@@ -3,10 +3,14 @@ axis around nothing."""
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("matplotlib", reason=needs_extra("matplotlib"))
+
 import re
 from collections.abc import Callable
-
-import pytest
 
 from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.core.stats import summarize

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from pytest_tts_scaling.artifacts import save
 from tests.aws.aws_helpers import ALL_FALSE, deploy, make_plan, suspend, suspended, teardown, unique

@@ -8,11 +8,15 @@ It passes only when every check passes and names each check as a JUnit test case
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
-
-import pytest
 
 from pytest_tts_scaling.artifacts import save
 from tests.aws.aws_helpers import deploy, make_plan, suspend, unique
