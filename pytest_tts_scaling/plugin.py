@@ -192,6 +192,11 @@ def is_measurement(item: pytest.Item) -> bool:
     """
     if not any(any(item.iter_markers(name)) for name in STEP_MARKERS):
         return False
+    return uses_the_plugin(item)
+
+
+def uses_the_plugin(item: pytest.Item) -> bool:
+    """A test that uses one of the plugin's `tts_` fixtures."""
     return any(name in fixtures.PUBLIC for name in getattr(item, "fixturenames", ()))
 
 
@@ -289,14 +294,14 @@ def packaged_scenarios(session: pytest.Session, items: list[pytest.Item]) -> lis
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A session that will measure gets the plugin's session-wide hooks (one line per failure,
-    the signal's exit status, the report's extras) and keeps an earlier HTML report aside; any
-    other session is not the plugin's to touch.
+    """A session whose tests use the plugin's fixtures gets its session-wide hooks (one line per
+    failure, the signal's exit status, the report's extras); one that will measure keeps an
+    earlier HTML report aside. Any other session is not the plugin's to touch.
 
     pytest-html writes its report at the session's end, after this.
     """
     config = session.config
-    if not any(is_measurement(item) for item in session.items):
+    if not any(uses_the_plugin(item) for item in session.items):
         return
     config.pluginmanager.register(SignalExit(), "tts_scaling_signal_exit")
     config.pluginmanager.register(ShownOnce(), "tts_scaling_shown_once")
@@ -304,6 +309,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     config.pluginmanager.register(HtmlExtras(), "tts_scaling_html")
     if config.option.collectonly or not config.option.htmlpath:
+        return
+    if not any(is_measurement(item) for item in session.items):
         return
     from pytest_tts_scaling.artifacts import keep_previous, kept_lines
 
