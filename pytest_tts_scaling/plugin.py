@@ -23,7 +23,7 @@ from pytest_tts_scaling.core.spelling import UNPREFIXED
 from pytest_tts_scaling.core.spelling import pytest_flag as tts_flag  # pytest_* names are hooks
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.failures import ShownOnce
-from pytest_tts_scaling.option_table import OPTION_SPECS, add_to_pytest, specs_named
+from pytest_tts_scaling.option_table import OPTION_SPECS, add_to_pytest
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SHORT_NAMES_KEY, SUMMARY_KEY
 
@@ -41,6 +41,8 @@ STEP_MARKERS = {
 
 
 GROUP = ("tts-scaling", "measured autoscaling for streaming TTS endpoints")
+# The options that also answer to their bare names, in the table's order.
+SHORT_NAMED = [spec for spec in OPTION_SPECS if spec.flag in UNPREFIXED]
 # Files pytest reads its configuration from (and setup.py, which also makes a rootdir).
 CONFIG_FILES = (
     "pytest.toml",
@@ -76,7 +78,7 @@ def add_short_names(parser: pytest.Parser) -> tuple[str, ...]:
     options are added after the plugin's. The names added."""
     group = parser.getgroup(*GROUP)
     added = []
-    for spec in specs_named(*UNPREFIXED):
+    for spec in SHORT_NAMED:
         if is_taken(parser, spec.flag):
             continue
         keywords = spec.kwargs(tts_flag)
@@ -218,8 +220,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def short_names_notice(config: pytest.Config) -> list[str]:
     """A run that names a step, in a project whose own options hold the short names: the line
     naming the plugin's."""
-    ours = config.stash.get(SHORT_NAMES_KEY, UNPREFIXED)
-    theirs = [flag for flag in UNPREFIXED if flag not in ours]
+    ours = config.stash.get(SHORT_NAMES_KEY, ())
+    theirs = [spec.flag for spec in SHORT_NAMED if spec.flag not in ours]
     if not theirs or not set(selected_steps(config)) - project_markers(config):
         return []
     return [

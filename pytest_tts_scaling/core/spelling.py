@@ -11,7 +11,7 @@ the steps below both front ends can name a flag the way the user typed it.
 from __future__ import annotations
 
 # The interface users were promised: under pytest these keep their bare names too, where free.
-UNPREFIXED = ("--endpoint", "--endpoint-url")
+UNPREFIXED = frozenset({"--endpoint", "--endpoint-url"})
 
 
 def pytest_flag(flag: str) -> str:
