@@ -43,3 +43,13 @@ def test_a_lead_of_silence_delays_the_audible_audio_not_ttfab(tmp_path: Path) ->
     run = measure(case, ladder=(1,), hold_s=1.0, artifacts_dir=tmp_path)
     assert run.outcome.q_max == 1
     assert run.outcome.audible_leads_ms == (pytest.approx(300.0, abs=20.0),)
+
+
+def test_a_stall_after_the_first_piece_caps_q_max_on_the_playback_clock(tmp_path: Path) -> None:
+    """First audio at 20 ms, then a 300 ms stall: at N=3 TTFAB's p95 (820 ms) meets 895 ms, but
+    glitch-free playback (1095 ms) does not; the adaptive search on the playback clock finds 2."""
+    case = BY_NAME["stall-after-first"]
+    lines: list[str] = []
+    run = measure(case, ladder=None, hold_s=HOLD_S, artifacts_dir=tmp_path, progress=lines.append)
+    assert run.outcome.matches(case.truth()), (run.outcome, case.truth(), lines)
+    assert run.outcome.glitch_free_leads_ms

@@ -122,10 +122,11 @@ def test_the_random_case_separates_even_short_windows() -> None:
     ids=lambda c: c.name,
 )
 def test_every_case_slo_is_far_from_the_p95_on_both_sides(case: Case) -> None:
-    """(A Q_max a fault sets, truncation above K, is not decided by latency.)"""
+    """On the case's own clock. (A Q_max a fault sets, truncation above K, is not decided by
+    latency.)"""
     truth = case.truth()
     assert truth.q_max is not None
-    assert slo_margin_ms(case.discipline, case.slo_ms, truth.q_max) >= 20
+    assert slo_margin_ms(case.clock_discipline(), case.slo_ms, truth.q_max) >= 20
 
 
 def test_the_matrix_has_several_cases_of_qmax_ten_or_more() -> None:
@@ -171,3 +172,46 @@ def test_the_audio_cases_truths() -> None:
     )
     lead = BY_NAME["lead-silence"].truth()
     assert (lead.q_max, lead.audible_after_ttfab_ms) == (3, 300.0)
+
+
+def test_the_listener_clock_cases_truths() -> None:
+    """Silence in one piece with the speech is heard 300 ms after TTFAB, so on the audible clock
+    Q_max is 3 where TTFAB's would be 4; a stall of 300 ms after 25 ms of audio puts glitch-free
+    playback 275 ms after TTFAB, so on the playback clock Q_max is 2 where TTFAB's would be 3.
+    Both SLOs lie at least 199 ms from the p95 of Q_max and of Q_max + 1 on their clock."""
+    joined = BY_NAME["lead-in-one-piece"]
+    stall = BY_NAME["stall-after-first"]
+    assert (joined.slo_metric, stall.slo_metric) == ("audible", "playback")
+    # 0.1 s of audio in 4 pieces; with the joined silence the last piece (at 400 ms, after
+    # 375 ms of audio) is the one playback waits for: 5 ms after TTFAB
+    assert joined.clock_offsets_s() == pytest.approx(
+        {"ttfab": 0.02, "audible": 0.32, "playback": 0.025}
+    )
+    assert stall.clock_offsets_s() == pytest.approx(
+        {"ttfab": 0.02, "audible": 0.02, "playback": 0.295}
+    )
+    heard, playing = joined.truth(), stall.truth()
+    assert (heard.q_max, heard.bracketed) == (3, True)
+    assert heard.audible_after_ttfab_ms == pytest.approx(300.0)
+    assert heard.glitch_free_after_ttfab_ms == pytest.approx(5.0)
+    assert (playing.q_max, playing.bracketed) == (2, True)
+    assert playing.glitch_free_after_ttfab_ms == pytest.approx(275.0)
+    assert playing.audible_after_ttfab_ms is None  # zeros: nothing to hear
+    assert truth_for(joined.discipline, joined.slo_ms).q_max == 4
+    assert truth_for(stall.discipline, stall.slo_ms).q_max == 3
+    for case in (joined, stall):
+        q_max = case.truth().q_max
+        assert q_max is not None
+        assert slo_margin_ms(case.clock_discipline(), case.slo_ms, q_max) > 199.0
+    # the existing lead of silence, sent apart: heard when it has played; its last piece, too,
+    # comes 5 ms after the audio before it would have played out
+    lead = BY_NAME["lead-silence"].truth()
+    assert lead.audible_after_ttfab_ms == pytest.approx(300.0)
+    assert lead.glitch_free_after_ttfab_ms == pytest.approx(5.0)
+
+
+def test_a_leads_check_needs_every_rung_within_tolerance() -> None:
+    truth = Truth(q_max=2, bracketed=True, source="closed form", glitch_free_after_ttfab_ms=275.0)
+    assert Outcome(q_max=2, bracketed=True, glitch_free_leads_ms=(270.0, 285.0)).matches(truth)
+    assert not Outcome(q_max=2, bracketed=True, glitch_free_leads_ms=(270.0, 300.0)).matches(truth)
+    assert not Outcome(q_max=2, bracketed=True).matches(truth)

@@ -351,20 +351,17 @@ class SerialStreamServer:
         service_s: float,
         truncate: bool = False,
     ) -> None:
-        """The body's chunks: the first at started + first_s, the last at started + service_s
-        (with a lead of silence, the speech from started + first_s + lead); a truncated answer
-        ends after half of them."""
-        chunks = max(1, self.chunks)
-        lead = self.faults.lead_silence_s
-        speech_s = first_s + lead
-        rest = max(0.0, service_s - speech_s) / max(1, chunks - 1)
+        """The body's chunks as `Faults.answer_pieces` times them: the first at started +
+        first_s, the last at started + service_s; a truncated answer ends after half of them."""
         # The nominal length, whatever this request's service time: a text's audio does not
         # change with how long it took to compute (random service times, a batch sent at once).
         audio_s = self.service_s
-        pieces = split_audio(answer_audio(audio_s, self.tone), chunks)
-        timed = [(started + speech_s + i * rest, piece) for i, piece in enumerate(pieces)]
-        if lead:
-            timed.insert(0, (started + first_s, answer_audio(lead, tone=False)))
+        speech = split_audio(answer_audio(audio_s, self.tone), max(1, self.chunks))
+        timed = [
+            (started + at, answer_audio(lead, tone=False) + (b"" if i is None else speech[i]))
+            for at, lead, i in self.faults.answer_pieces(first_s, service_s, max(1, self.chunks))
+            if i is None or i < len(speech)
+        ]
         if truncate:
             timed = timed[: max(1, len(timed) // 2)]
         for index, (deadline, audio) in enumerate(timed):

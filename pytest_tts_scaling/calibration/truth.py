@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Slots
+from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Faults, Slots
+from pytest_tts_scaling.core.playback import glitch_free_start, played_at
 
 # Time from an answer's last byte to the worker's next request, as a client on 127.0.0.1 takes.
 # Only its sign matters to the schedule (a returning request misses a batch that starts at once).
@@ -43,8 +44,10 @@ class Truth:
     endpoint_error: bool = False
     # The rung above Q_max fails with errors of this kind (`audio_short`).
     error_kind: str | None = None
-    # Every rung's time to first audible audio is this long after its TTFAB (p50 against p50).
+    # Every rung's time to first audible speech (as played) is this long after its TTFAB (p50
+    # against p50); and its time to glitch-free playback.
     audible_after_ttfab_ms: float | None = None
+    glitch_free_after_ttfab_ms: float | None = None
 
 
 def serial_qmax(service_s: float, first_audio_s: float, slo_ms: float) -> int:
@@ -127,6 +130,33 @@ def truth_for(discipline: Discipline, slo_ms: float) -> Truth:
     if not q:
         return Truth(q_max=None, bracketed=False, source=source, failing_reason="slo")
     return Truth(q_max=q, bracketed=True, source=source)
+
+
+def clock_offsets_s(slots: Slots, faults: Faults, chunks: int, audio_s: float) -> dict[str, float]:
+    """Each clock's reading of one answer, from the start of its service (no wait for a slot):
+    `ttfab`, `audible` (when its first speech plays) and `playback` (the earliest start from which
+    it never runs dry), as a player starting at the first byte hears the server's pieces: its
+    speech, `audio_s` long, in `chunks` pieces, timed by `faults.answer_pieces`.
+
+    A request that waited w for its slot reads w more on every clock, so a slots server's Q_max on
+    a clock is its Q_max with that clock's offset as the first audio time.
+    """
+    service_s = slots.service_s
+    first_s = min(slots.first_audio_s, service_s)
+    speech_piece_s = audio_s / chunks
+    pieces = faults.answer_pieces(first_s, service_s, chunks)
+    timed = [(at, lead + (0.0 if i is None else speech_piece_s)) for at, lead, i in pieces]
+    # The first speech sample lies after every silence up to and including its own piece's lead.
+    position = 0.0
+    for _, lead, index in pieces:
+        position += lead
+        if index is not None:
+            break
+    audible = played_at(timed, [position])[0]
+    playback = glitch_free_start(timed)
+    assert audible is not None
+    assert playback is not None
+    return {"ttfab": first_s, "audible": audible, "playback": playback}
 
 
 def _simulate_slots(slots: Slots, concurrency: int) -> np.ndarray:

@@ -16,6 +16,8 @@ from pytest_tts_scaling.options import RunOptions
 FLAGS = (
     "--qmax-artifact",
     "--ttotal-artifact",
+    "--prices",
+    "--hourly-rps",
     "--peak-rps",
     "--trough-rps",
     "--min-floor",
@@ -31,8 +33,10 @@ def register(subparsers: Any) -> None:
         "plan",
         help="derive thresholds, cooldowns and fleet size from qmax and ttotal artifacts",
         description="Turn a qmax and a ttotal artifact into the autoscaling policy: thresholds, "
-        "cooldowns, fleet size and findings, each checked by simulating the fleet. Offline: "
-        "calls nothing. Writes plan-MODEL.json to --artifacts-dir and prints the registry entry.",
+        "cooldowns, fleet size and findings, each checked by simulating the fleet. Given a pair "
+        "per instance type and --prices, plan each and keep the cheapest that meets the SLO and "
+        "the surge rule, the others beside it. Offline: calls nothing. Writes plan-MODEL.json "
+        "to --artifacts-dir and prints the registry entry.",
     )
     add_to_argparse(parser, specs_named(*FLAGS))
     parser.set_defaults(func=run)

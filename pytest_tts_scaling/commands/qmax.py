@@ -17,6 +17,7 @@ FLAGS = (
     "--model",
     "--transport",
     "--slo-ms",
+    "--slo-metric",
     "--ladder",
     "--max-concurrency",
     "--hold-s",

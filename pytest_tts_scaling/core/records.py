@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
-from pytest_tts_scaling.core.audio import FRAME_S, levels
+from pytest_tts_scaling.core.audio import FRAME_S, levels, peak_rises
 from pytest_tts_scaling.core.decoding import DecodeError, Decoder, RawAudioDecoder, ResponseFormat
+from pytest_tts_scaling.core.playback import glitch_free_start, played_at
 from pytest_tts_scaling.core.stats import underrun_s
 
 RequestStatus = Literal["ok", "rejected", "error", "timeout"]
@@ -238,6 +239,13 @@ class RequestRecord:
     audio_floor: int | None = None
     # When the first chunk above the endpoint's silence level at N=1 arrived (ms from start).
     audible_ms: float | None = None
+    # The listener's clocks (core/playback.py), ms from start: when the first sample above that
+    # silence level plays, and the earliest start from which playback never runs dry.
+    speech_ms: float | None = None
+    glitch_free_ms: float | None = None
+    # (|sample|, when it plays in ms from start) wherever the answer's running peak rises
+    # (audio.peak_rises): the audible start for any silence level, read after the N=1 rung.
+    peak_rises: tuple[tuple[int, float], ...] = ()
 
     @classmethod
     def from_timer(
@@ -250,19 +258,30 @@ class RequestRecord:
         ttfab_ms = ms(timer.first_audio_ns - timer.start_ns) if timer.first_audio_ns else None
         times = [at for at, _ in timer.chunks]
         gaps = tuple(ms(b - a) for a, b in pairwise(times))
-        underrun = None
-        if timer.first_audio_ns is not None and bps > 0:
-            seconds = underrun_s(
-                timer.first_audio_ns / 1e9, [(at / 1e9, n / bps) for at, n in timer.chunks]
-            )
-            underrun = seconds * 1000.0
+        underrun = glitch_free = None
+        # Each piece in ms from the start: arrival, audio carried (a payload that is not audio,
+        # an embedding say, has no duration and no pieces to play).
+        pieces = (
+            [((at - timer.start_ns) / 1e6, 1000.0 * n / bps) for at, n in timer.chunks]
+            if bps > 0
+            else []
+        )
+        if timer.first_audio_ns is not None and pieces:
+            underrun = underrun_s(pieces[0][0], pieces)
+            glitch_free = glitch_free_start(pieces)
         peaks: tuple[int, ...] = ()
+        rises: tuple[tuple[int, float], ...] = ()
         floor = None
         payload = timer.decoder.payload if timer.decoder is not None else b""
         if timer.audio.sample_width == 2 and bps > 0 and len(payload) == timer.audio_bytes > 0:
             frame = max(1, round(FRAME_S * bps / 2))
             chunk_peaks, floor = levels(payload, [n for _, n in timer.chunks], frame)
             peaks = tuple(chunk_peaks)
+            found = peak_rises(payload)
+            plays = played_at(pieces, [2000.0 * index / bps for index, _ in found])
+            rises = tuple(
+                (level, at) for (_, level), at in zip(found, plays, strict=True) if at is not None
+            )
         return cls(
             request_id=spec.request_id,
             rung=rung,
@@ -286,12 +305,15 @@ class RequestRecord:
             max_queue_depth=timer.max_queue_depth,
             chunk_peaks=peaks,
             audio_floor=floor,
+            glitch_free_ms=glitch_free,
+            peak_rises=rises,
         )
 
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
         row["gaps_ms"] = list(self.gaps_ms)
         row["chunk_peaks"] = list(self.chunk_peaks)
+        row["peak_rises"] = [list(rise) for rise in self.peak_rises]
         return row
 
 

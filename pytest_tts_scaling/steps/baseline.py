@@ -18,27 +18,29 @@ if TYPE_CHECKING:
 
 
 def load_baseline(settings: ResolvedOptions) -> QmaxArtifact | None:
-    """The --baseline artifact, refused early when its model, transport or SLO is not this run's.
+    """The --baseline artifact, refused early when its model, transport, SLO or the SLO's clock
+    is not this run's.
 
     Read before the ladder starts: the new artifact may be written over the same file. The slug
     is checked by :func:`check_endpoint`; the whole identity again by :func:`compare_with_baseline`.
     """
     from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.core.compare import check_identity
+    from pytest_tts_scaling.core.compare import check_clock, check_identity
     from pytest_tts_scaling.core.schema import QmaxArtifact
 
     run = settings.run
     if run.baseline is None:
         return None
     baseline = load(run.baseline, QmaxArtifact)
+    names = {"baseline_name": f"baseline {run.baseline}", "new_name": "this run"}
+    check_clock(baseline, run.slo_metric, **names)
     check_identity(
         baseline,
         model=run.model,
         transport=run.transport,
         slo_ms=settings.slo_ms,
         allow_mismatch=run.allow_config_mismatch,
-        baseline_name=f"baseline {run.baseline}",
-        new_name="this run",
+        **names,
     )
     return baseline
 

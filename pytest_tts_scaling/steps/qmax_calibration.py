@@ -40,7 +40,7 @@ class Measurement:
 
 def integer_ladder(case: Case) -> tuple[int, ...]:
     """Every integer from 1 to the server's capacity Q_max + 1 (the exhaustive ladder)."""
-    q_max = truth_for(case.discipline, case.slo_ms).q_max or 0
+    q_max = truth_for(case.clock_discipline(), case.slo_ms).q_max or 0
     return tuple(range(1, q_max + 2))
 
 
@@ -61,6 +61,7 @@ def measure(
         settings = RunOptions(
             endpoint_url=server.base_url,
             slo_ms=case.slo_ms,
+            slo_metric=case.slo_metric,
             ladder=ladder,
             hold_s=hold_s,
             measure_s=hold_s * MEASURED_SHARE,

@@ -5,7 +5,8 @@ Pure: a qmax artifact, a ttotal artifact and the operator's inputs in, a :class:
 out; no I/O, no clock, no randomness, so the same inputs give the same bytes. Refusals raise
 :mod:`pytest_tts_scaling.errors` exceptions whose one-line message names what differs.
 
-Where the source method is wrong, the plan follows the measurement instead: the fleet is sized
+Where the published method (the blog post docs/method.md names) is wrong, the plan follows the
+measurement instead: the fleet is sized
 from the throughput the ladder measured at C_scale_max, never from ``rps * S_mean / C_scale_max``
 (on an instance that serves one request at a time that undercounts the fleet many times over),
 and surge survival is decided by simulating the fleet (:mod:`pytest_tts_scaling.core.simulate`).
