@@ -105,7 +105,7 @@ def refuse_spaced_paths(config: pytest.Config) -> None:
     plugin's options are known, so it took the path as where to look for tests and configuration.
     Refused, naming the `=` form, wherever that moved them; a value that names no existing path,
     or one below where pytest would have looked anyway, changes nothing and is accepted."""
-    flags = {tts_flag(spec.flag) for spec in OPTION_SPECS if spec.action is None}
+    flags = {tts_flag(spec.flag) for spec in OPTION_SPECS if spec.takes_value}
     args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *config.invocation_params.args]
     here = config.invocation_params.dir
     start = lookup_start(config)

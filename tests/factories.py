@@ -133,8 +133,8 @@ def make_plan(**fields: Any) -> PlanArtifact:
 def pytest_args(*args: str) -> tuple[str, ...]:
     """tts-bench's words as pytest spells them: `--ladder 1,2` → `--tts-ladder=1,2` (with '=',
     which keeps a path value from being read as where the tests are)."""
-    valued = {spec.flag for spec in OPTION_SPECS if spec.action is None}
-    switches = {spec.flag for spec in OPTION_SPECS if spec.action is not None}
+    valued = {spec.flag for spec in OPTION_SPECS if spec.takes_value}
+    switches = {spec.flag for spec in OPTION_SPECS if not spec.takes_value}
     out: list[str] = []
     rest = iter(args)
     for arg in rest:
