@@ -117,6 +117,17 @@ def endpoint_name(value: str) -> str:
     return value
 
 
+def baseline_source(value: str) -> Path | str:
+    """A qmax artifact file, or a run kept in MLflow: `mlflow:RUN_ID`, `mlflow:experiment=NAME`."""
+    if not value.startswith("mlflow:"):
+        return Path(value)
+    what = value.removeprefix("mlflow:")
+    name = what.removeprefix("experiment=")
+    if not name.strip() or (name == what and any(c.isspace() for c in what)):
+        raise _fail(value, "a qmax artifact FILE, mlflow:RUN_ID or mlflow:experiment=NAME")
+    return value
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     flag: str
@@ -389,6 +400,33 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "DIR",
     ),
     OptionSpec(
+        "--mlflow",
+        "tts_mlflow",
+        "Record each step's run in MLflow (the [mlflow] extra): parameters, metrics per rung, "
+        "verdict and the artifacts, at the tracking URI MLflow resolves (MLFLOW_TRACKING_URI; "
+        "else its local sqlite:///mlflow.db). A tracking server that cannot be reached costs "
+        "one line, never the measurement. Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--mlflow-experiment",
+        "tts_mlflow_experiment",
+        "With {flag[mlflow]}: the MLflow experiment the runs go to. Default: tts-scaling-MODEL.",
+        None,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
+        "--mlflow-run-name",
+        "tts_mlflow_run_name",
+        "With {flag[mlflow]}: each run is named NAME STEP (e.g. NAME qmax). Default: the "
+        "endpoint's name (a plan: its slug).",
+        None,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
         "--qmax-artifact",
         "tts_qmax_artifact",
         "qmax artifact for ttotal and plan; plan takes it again for each instance type it "
@@ -467,10 +505,12 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "--baseline",
         "tts_baseline",
         "Committed qmax artifact to hold this run against: fail when Q_max drops or p95 TTFAB "
-        "at a common rung rises beyond the noise of the two runs. Default: none.",
-        Path,
+        "at a common rung rises beyond the noise of the two runs. mlflow:RUN_ID reads the qmax "
+        "artifact of that MLflow run; mlflow:experiment=NAME, of the experiment's latest qmax "
+        "run whose verdict was pass. Default: none.",
+        baseline_source,
         None,
-        "FILE",
+        "FILE|mlflow:RUN",
     ),
     OptionSpec(
         "--regression-tolerance",

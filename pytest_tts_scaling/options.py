@@ -74,6 +74,9 @@ class RunOptions:
     max_wer_increase: float | None = 0.1
     force: bool = False
     export_csv: Path | None = None
+    mlflow: bool = False
+    mlflow_experiment: str | None = None
+    mlflow_run_name: str | None = None
     qmax_artifact: Path | None = None
     ttotal_artifact: Path | None = None
     # Every --qmax-artifact and --ttotal-artifact given, in order (plan weighs each instance type);
@@ -87,7 +90,8 @@ class RunOptions:
     peak_rps: float | None = None
     trough_rps: float = 0.0
     min_floor: int = 1
-    baseline: Path | None = None
+    # A qmax artifact file, or an MLflow run (`mlflow:RUN_ID`, `mlflow:experiment=NAME`).
+    baseline: Path | str | None = None
     regression_tolerance: float = 1.0
     # The file --scenario named, as read (its settings already filled the fields above).
     loaded_scenario: Scenario | None = field(default=None, compare=False)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_tts_scaling.core.compare import Comparison
     from pytest_tts_scaling.options import RunOptions
     from pytest_tts_scaling.report.extras import ReportExtras
 
@@ -18,3 +19,5 @@ SUMMARY_KEY: pytest.StashKey[list[str]] = pytest.StashKey()
 EXTRAS_KEY: pytest.StashKey[ReportExtras] = pytest.StashKey()
 # The bare option names (`--endpoint`, `--endpoint-url`) this session gave the plugin.
 SHORT_NAMES_KEY: pytest.StashKey[tuple[str, ...]] = pytest.StashKey()
+# The qmax scenario's comparison with --baseline, for the run --mlflow records at the session's end.
+COMPARISON_KEY: pytest.StashKey[Comparison] = pytest.StashKey()
