@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +15,8 @@ from pytest_tts_scaling.calibration.truth import (
     Truth,
     batching_qmax,
     closed_form_qmax,
+    hang_up_point_s,
+    hang_up_qmax,
     p95_ttfab_ms,
     serial_qmax,
     simulate_ttfab_s,
@@ -21,6 +25,7 @@ from pytest_tts_scaling.calibration.truth import (
     slots_qmax,
     truth_for,
 )
+from pytest_tts_scaling.core.records import HangUp
 
 
 @pytest.mark.parametrize(
@@ -118,7 +123,7 @@ def test_the_random_case_separates_even_short_windows() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    [c for c in CASES if c.truth().q_max and c.truth().error_kind is None],
+    [c for c in CASES if c.truth().q_max and c.truth().error_kind is None and not c.hang_up],
     ids=lambda c: c.name,
 )
 def test_every_case_slo_is_far_from_the_p95_on_both_sides(case: Case) -> None:
@@ -172,6 +177,58 @@ def test_the_audio_cases_truths() -> None:
     )
     lead = BY_NAME["lead-silence"].truth()
     assert (lead.q_max, lead.audible_after_ttfab_ms) == (3, 300.0)
+
+
+def simulate_hang_ups_p95_ms(
+    slots: Slots, hang_up: HangUp, hang_up_s: float, *, frees: bool, concurrency: int
+) -> float:
+    """The steady-state p95 TTFAB of a closed loop on one slot whose listener hangs up on the
+    requests `hang_up` picks, `hang_up_s` into their answers: an event-by-event simulation."""
+    arrivals = [(0.0, worker, 0) for worker in range(concurrency)]
+    free_at, ttfab = 0.0, []
+    for _ in range(220 * concurrency):
+        arrived, worker, seq = heapq.heappop(arrivals)
+        start = max(arrived, free_at)
+        ttfab.append(start + slots.first_audio_s - arrived)
+        hung = hang_up.hangs_up(worker + seq * concurrency)
+        returns = start + (hang_up_s if hung else slots.service_s)
+        free_at = returns if hung and frees else start + slots.service_s
+        heapq.heappush(arrivals, (returns, worker, seq + 1))
+    return float(np.percentile(np.asarray(ttfab[20 * concurrency :]) * 1000, 95))
+
+
+@pytest.mark.parametrize("name", ["hang-up-frees", "hang-up-keeps"])
+def test_hang_up_closed_forms_agree_with_the_simulation_and_stand_clear_of_the_slo(
+    name: str,
+) -> None:
+    case = BY_NAME[name]
+    assert case.hang_up is not None
+    slots = case.discipline
+    assert isinstance(slots, Slots)
+    point_s = hang_up_point_s(slots, 4, case.hang_up.after_audio_s)
+    assert point_s == pytest.approx(0.02 + 0.38 / 3)
+    p95 = {
+        n: simulate_hang_ups_p95_ms(
+            slots, case.hang_up, point_s, frees=case.frees_abandoned, concurrency=n
+        )
+        for n in range(1, 9)
+    }
+    q_max = case.truth().q_max
+    assert q_max == max(n for n, ms in p95.items() if ms <= case.slo_ms)
+    assert q_max == hang_up_qmax(slots, point_s, frees=case.frees_abandoned, slo_ms=case.slo_ms)
+    assert min(case.slo_ms - p95[q_max], p95[q_max + 1] - case.slo_ms) >= 20
+
+
+def test_hang_ups_move_qmax_each_way() -> None:
+    """Against the same server heard to the end: up where the slot is freed, down where it is
+    not (the worker that hung up waits behind its own abandoned answer)."""
+    frees, keeps = BY_NAME["hang-up-frees"], BY_NAME["hang-up-keeps"]
+    assert (frees.truth().q_max, truth_for(frees.discipline, frees.slo_ms).q_max) == (5, 2)
+    assert (keeps.truth().q_max, truth_for(keeps.discipline, keeps.slo_ms).q_max) == (2, 3)
+    assert frees.truth().hangs_up
+    assert keeps.truth().hangs_up
+    with pytest.raises(ValueError, match="no closed form"):
+        replace(keeps, frees_abandoned=True).truth()
 
 
 def test_the_listener_clock_cases_truths() -> None:

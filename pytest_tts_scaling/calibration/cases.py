@@ -19,8 +19,15 @@ from pytest_tts_scaling.calibration.disciplines import (
     Slots,
 )
 from pytest_tts_scaling.calibration.server import SerialStreamServer
-from pytest_tts_scaling.calibration.truth import Truth, clock_offsets_s, truth_for
+from pytest_tts_scaling.calibration.truth import (
+    Truth,
+    clock_offsets_s,
+    hang_up_point_s,
+    hang_up_qmax,
+    truth_for,
+)
 from pytest_tts_scaling.core.audio import AUDIO_SHORT
+from pytest_tts_scaling.core.records import HangUp
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung, SloMetric, Summary
 
 # The base of the fault cases: serial, 50 ms a request, first audio at 20 ms; Q_max 6 at 295 ms.
@@ -37,6 +44,12 @@ AUDIBLE_TOLERANCE_MS = 20.0
 STALL = Faults(stall_after_first_s=0.3)
 # The key the OpenAI-style cases require; the shipped scenarios read it from OPENAI_API_KEY.
 CALIBRATION_KEY = "calibration-key"
+# Hang-ups: 400 ms answers of 4 pieces of 100 ms audio; a listener who hangs up after 200 ms of
+# audio closes each at its second piece, 147 ms in. A server that frees the slot serves
+# every-request hang-ups in 147 ms (Q_max 5 at 680 ms, where answers heard whole give 2); one
+# that computes the abandoned answers keeps 400 ms a request and the worker waits behind its own
+# (half the requests hung up: Q_max 2 at 873 ms, where answers heard whole give 3).
+HANG_UP_SERIAL = Slots(slots=1, service_s=0.4, first_audio_s=0.02)
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,10 @@ class Case:
     scenario: str | None = None
     # The clock its SLO holds (--slo-metric).
     slo_metric: SloMetric = "ttfab"
+    # The client hangs up on a share of the requests; the server frees a hung-up answer's slot
+    # at once, or computes it to its end.
+    hang_up: HangUp | None = None
+    frees_abandoned: bool = False
 
     def clock_discipline(self) -> Discipline:
         """The discipline as the SLO's clock sees it: a slots server whose first audio comes at
@@ -72,6 +89,8 @@ class Case:
 
     def truth(self) -> Truth:
         """The answer a correct qmax gives; faults that leave capacity alone keep its truth."""
+        if self.hang_up is not None:
+            return self._hang_up_truth(self.hang_up)
         faults = self.faults
         if faults.stall_after_headers or faults.stop_after is not None:
             return Truth(q_max=None, bracketed=False, source="fault", endpoint_error=True)
@@ -92,15 +111,31 @@ class Case:
             )
         return truth
 
+    def _hang_up_truth(self, hang_up: HangUp) -> Truth:
+        """The closed form holds for one slot, every request hung up on a freeing server, and
+        a share well above the p95's 5% on one that keeps computing (truth.hang_up_qmax)."""
+        slots = self.discipline
+        share_ok = hang_up.fraction == 1 if self.frees_abandoned else hang_up.fraction >= 0.2
+        if type(slots) is not Slots or slots.slots != 1 or not share_ok:
+            raise ValueError(f"case {self.name}: no closed form for this hang-up")
+        point_s = hang_up_point_s(slots, SerialStreamServer.chunks, hang_up.after_audio_s)
+        q_max = hang_up_qmax(slots, point_s, frees=self.frees_abandoned, slo_ms=self.slo_ms)
+        return Truth(q_max=q_max, bracketed=True, source="closed form", hangs_up=True)
+
     def server(self) -> SerialStreamServer:
         openai = self.face == "openai"
+        audio_s = SerialStreamServer.service_s
+        if self.hang_up is not None and isinstance(self.discipline, Slots):
+            audio_s = self.discipline.service_s  # as much audio as the slot's service time
         return SerialStreamServer(
+            service_s=audio_s,
             discipline=self.discipline,
             faults=self.faults,
             face=self.face,
             body_format=self.body_format,
             api_key=CALIBRATION_KEY if openai else None,
             tone=self.tone,
+            frees_abandoned=self.frees_abandoned,
         )
 
 
@@ -145,6 +180,14 @@ CASES: tuple[Case, ...] = (
         body_format="sse",
         scenario="openai-speech-sse",
     ),
+    Case(
+        "hang-up-frees",
+        HANG_UP_SERIAL,
+        680.0,
+        hang_up=HangUp(fraction=1.0, after_audio_s=0.2),
+        frees_abandoned=True,
+    ),
+    Case("hang-up-keeps", HANG_UP_SERIAL, 873.0, hang_up=HangUp(fraction=0.5, after_audio_s=0.2)),
 )
 BY_NAME = {case.name: case for case in CASES}
 
@@ -163,6 +206,8 @@ class Outcome:
     # audible speech as played and for glitch-free playback.
     audible_leads_ms: tuple[float, ...] = ()
     glitch_free_leads_ms: tuple[float, ...] = ()
+    # Requests the client hung up on, over every rung.
+    hung_up: int = 0
 
     @classmethod
     def of(cls, artifact: QmaxArtifact) -> Outcome:
@@ -176,6 +221,7 @@ class Outcome:
             ),
             audible_leads_ms=_leads(rungs, lambda r: r.speech_ms),
             glitch_free_leads_ms=_leads(rungs, lambda r: r.glitch_free_ms),
+            hung_up=sum(r.hung_up for r in rungs),
         )
 
     def text(self) -> str:
@@ -193,6 +239,8 @@ class Outcome:
         ):
             if leads:
                 words.append(f"{name} +{min(leads):.0f}..{max(leads):.0f} ms")
+        if self.hung_up:
+            words.append(f"({self.hung_up} hung up)")
         return " ".join(words)
 
     def matches(self, truth: Truth) -> bool:
@@ -205,6 +253,8 @@ class Outcome:
                 r == truth.failing_reason for r in self.rung_reasons
             )
         if truth.error_kind is not None and truth.error_kind not in self.error_kinds:
+            return False
+        if truth.hangs_up != (self.hung_up > 0):
             return False
         for expected, leads in (
             (truth.audible_after_ttfab_ms, self.audible_leads_ms),

@@ -48,6 +48,8 @@ class Truth:
     # against p50); and its time to glitch-free playback.
     audible_after_ttfab_ms: float | None = None
     glitch_free_after_ttfab_ms: float | None = None
+    # The client hangs up on some requests: the rungs must count them.
+    hangs_up: bool = False
 
 
 def serial_qmax(service_s: float, first_audio_s: float, slo_ms: float) -> int:
@@ -76,6 +78,34 @@ def batching_qmax(batching: Batching, slo_ms: float) -> int | None:
     room = slo_ms / 1000.0 - batching.window_s - batching.fixed_s
     q = math.floor(room / batching.per_request_s + 1e-9)
     return q if 1 <= q <= batching.max_batch else None
+
+
+def hang_up_point_s(slots: Slots, chunks: int, after_audio_s: float) -> float:
+    """When, from its start, a listener who hangs up after `after_audio_s` of audio closes an
+    answer of the reference server: its service_s of audio comes in `chunks` equal pieces, the
+    first at first_audio_s and the rest evenly until service_s (server.py `_audio`)."""
+    piece_s = slots.service_s / chunks
+    pieces = min(chunks, math.ceil(after_audio_s / piece_s - 1e-9))
+    return slots.first_audio_s + (pieces - 1) * (slots.service_s - slots.first_audio_s) / (
+        chunks - 1
+    )
+
+
+def hang_up_qmax(slots: Slots, hang_up_s: float, *, frees: bool, slo_ms: float) -> int:
+    """One slot, the listener hanging up `hang_up_s` into answers (a closed loop serves its
+    workers in turn).
+
+    A server that frees the slot when every request is hung up serves each in hang_up_s:
+    TTFAB = (N − 1)·hang_up_s + first, Q_max = floor((SLO − first)/hang_up_s) + 1. One that
+    computes the abandoned answer to its end keeps every request S on the slot, and the worker
+    that hung up waits for its own abandoned answer too: its next TTFAB = (S − hang_up_s) +
+    (N − 1)·S + first. With that share of requests above 5%, the p95 is theirs:
+    Q_max = floor((SLO − first + hang_up_s)/S).
+    """
+    room_s = slo_ms / 1000.0 - slots.first_audio_s
+    if frees:
+        return math.floor(room_s / hang_up_s + 1e-9) + 1
+    return math.floor((room_s + hang_up_s) / slots.service_s + 1e-9)
 
 
 def closed_form_qmax(discipline: Discipline, slo_ms: float) -> int | None:

@@ -117,7 +117,7 @@ class AudioReference:
         floors: list[int] = []
         peaks: list[int] = []
         for key, record in answers:
-            if record.status != "ok" or record.audio_floor is None:
+            if record.status != "ok" or record.audio_floor is None or record.hung_up:
                 continue
             by_key.setdefault(key, []).append(record.audio_s)
             floors.append(record.audio_floor)
@@ -161,8 +161,9 @@ class AudioReference:
         return next((at for level, at in record.peak_rises if level > threshold), None)
 
     def verdict(self, key: TextKey, record: RequestRecord) -> str | None:
-        """`audio_short`, `audio_silent`, or None for an answer that passes (or is not judged)."""
-        if record.status != "ok" or record.audio_floor is None:
+        """`audio_short`, `audio_silent`, or None for an answer that passes (or is not judged: a
+        hung-up answer is short, and may end before its speech, by the listener's choice)."""
+        if record.status != "ok" or record.audio_floor is None or record.hung_up:
             return None
         reference_s = self.seconds.get(key)
         if reference_s is not None and record.audio_s < (1 - self.tolerance) * reference_s:

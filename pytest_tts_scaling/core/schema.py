@@ -199,6 +199,9 @@ class Rung(_Model):
     # Requests of the window cut after waiting the stall bound for their answer's body while the
     # endpoint answered others: slow (above the SLO in the p95), not errors.
     waited_past_bound: int = Field(default=0, ge=0)
+    # Delivered requests of the window the listener hung up on (a scenario's [listener] table):
+    # served, their TTFAB in the goodput; latency and RTF are of the answers heard to the end.
+    hung_up: int = Field(default=0, ge=0)
     # p95 TTFAB with every request that ended without audio counted above the SLO.
     goodput_ttfab_p95_ms: float | None = None
     # Earlier measurements of this concurrency that this one replaced, and what they showed

@@ -157,10 +157,13 @@ def goodput_ms(
     window: Sequence[RequestRecord], slo_ms: float, clock: RecordClock = ttfab
 ) -> list[float]:
     """Every request of the window on the `clock`, in start order; one without audio (or without
-    a time on the clock) above the SLO."""
+    a time on the clock) above the SLO, unless its listener hung up before the clock's moment
+    (no speech yet, say): then when it reached the hang-up point."""
     return [
         at
         if delivered(r) and (at := clock(r)) is not None
+        else r.latency_ms
+        if delivered(r) and r.hung_up
         else max(r.latency_ms, NO_AUDIO_AT_SLO_TIMES * slo_ms)
         for r in sorted(window, key=lambda r: r.start_ns)
     ]
@@ -194,9 +197,11 @@ def judge(
             fail_reason = "slo"
     ttfab = [r.ttfab_ms for r in ok if r.ttfab_ms is not None]
     audio_total = sum(r.audio_s for r in ok)
+    # Answers heard to their end: a hung-up one has neither the whole latency nor the whole audio.
+    whole = [r for r in ok if not r.hung_up]
     # RTF as usual: wall time to synthesize (the whole answer) over the audio's duration; below 1
     # is faster than real time. It cannot explode when the audio arrives in one burst.
-    rtf = [r.latency_ms / 1000.0 / r.audio_s for r in ok if r.audio_s > 0]
+    rtf = [r.latency_ms / 1000.0 / r.audio_s for r in whole if r.audio_s > 0]
     audible = [r.audible_ms for r in ok if r.audible_ms is not None]
     speech = [r.speech_ms for r in ok if r.speech_ms is not None]
     glitch_free = [r.glitch_free_ms for r in ok if r.glitch_free_ms is not None]
@@ -211,17 +216,18 @@ def judge(
         rejected=sum(1 for r in window if r.status == "rejected"),
         failed=len(no_audio),
         waited_past_bound=sum(1 for r in window if waited_past_bound(r)),
+        hung_up=sum(1 for r in ok if r.hung_up),
         measure_s=inputs.measure_s,
         throughput_rps=len(ok) * per_s,
         concurrency_mean=inputs.concurrency_mean,
         concurrency_max=inputs.concurrency_max,
         ttfab_ms=summarize(ttfab),
         ttfab_p95_ci_ms=ttfab_ci,
-        latency_ms=summarize([r.latency_ms for r in ok]),
+        latency_ms=summarize([r.latency_ms for r in whole]),
         inter_chunk_gap_ms=summarize([g for r in ok for g in r.gaps_ms]),
         underrun_ms=summarize([r.underrun_ms for r in ok if r.underrun_ms is not None]),
-        audio_s=summarize([r.audio_s for r in ok]),
-        response_bytes=summarize([r.audio_bytes for r in ok]),
+        audio_s=summarize([r.audio_s for r in whole]),
+        response_bytes=summarize([r.audio_bytes for r in whole]),
         rtf=summarize(rtf),
         audio_throughput=audio_total * per_s,
         phase=inputs.phase,  # type: ignore[arg-type]

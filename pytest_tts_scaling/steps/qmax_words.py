@@ -171,6 +171,8 @@ def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) ->
     errors = f", {rung.failed} without audio" if rung.failed else ""
     if rung.waited_past_bound:
         errors += f", {rung.waited_past_bound} waited past the stall bound"
+    if rung.hung_up:
+        errors += f", {rung.hung_up} hung up"
     again = f", measurement {rung.remeasured + 1}" if rung.remeasured else ""
     if rung.ended_early:
         again += f", ended early at {rung.measure_s:.1f} s (a clear failure)"
