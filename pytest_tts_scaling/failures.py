@@ -23,11 +23,16 @@ class InconclusiveWarning(UserWarning):
     failure (unless --fail-on-inconclusive), and not a plain green either."""
 
 
+class StepFailed(pytest.fail.Exception):  # type: ignore[name-defined]
+    """A step's one-line failure: the only failures :class:`ShownOnce` rewrites, so a project's
+    own `pytest.fail(..., pytrace=False)` reads as pytest writes it."""
+
+
 def fail(step: str, message: str, summary: list[str]) -> NoReturn:
     """End the test with `step: message` and no traceback; the line joins the run's summary."""
     line = f"{step}: {message}"
     summary.append(line)
-    raise pytest.fail.Exception(line, pytrace=False)
+    raise StepFailed(line, pytrace=False)
 
 
 @contextmanager
@@ -47,8 +52,9 @@ def one_line(step: str, summary: list[str], what: str = "error") -> Iterator[Non
 
 
 class ShownOnce:
-    """pytest hooks: a one-line failure re-raised for a later test (a cached session fixture)
-    reads "see above" with the first test's name, not the line again."""
+    """pytest hooks, registered in a session that measures: a step's one-line failure re-raised
+    for a later test (a cached session fixture) reads "see above" with the first test's name, not
+    the line again."""
 
     def __init__(self) -> None:
         self.first: list[tuple[BaseException, str]] = []
@@ -59,7 +65,7 @@ class ShownOnce:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         exc = call.excinfo.value if call.excinfo is not None else None
-        if isinstance(exc, pytest.fail.Exception) and not exc.pytrace and report.failed:
+        if isinstance(exc, StepFailed) and report.failed:
             seen = next((name for e, name in self.first if e is exc), None)
             if seen is None:
                 self.first.append((exc, item.nodeid))

@@ -139,6 +139,11 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     action: str | None = None
 
+    @property
+    def takes_value(self) -> bool:
+        """A value follows the flag (a switch takes none)."""
+        return self.action in (None, "append")
+
     def kwargs(self, spell: Callable[[str], str] = lambda flag: flag) -> dict[str, Any]:
         """argparse's keywords; `spell` names the other flags the help mentions."""
         # argparse expands %-formats in help: a plain "30%" must reach it as "30%%".
@@ -146,7 +151,7 @@ class OptionSpec:
         out: dict[str, Any] = {"dest": self.dest, "help": text, "default": self.default}
         if self.action:
             out["action"] = self.action
-        if self.action in (None, "append"):
+        if self.takes_value:
             out["metavar"] = self.metavar
             if self.type is not None:
                 out["type"] = self.type

@@ -41,10 +41,17 @@ class MissingExtra(ToolError):
 def missing_extra(exc: ModuleNotFoundError) -> MissingExtra | None:
     """The one-line error for a module an extra brings; None for any other missing module."""
     top = (exc.name or "").split(".")[0]
-    extra = EXTRA_OF_MODULE.get(top)
-    if extra is None:
+    if top not in EXTRA_OF_MODULE:
         return None
-    return MissingExtra(
+    return MissingExtra(needs_extra(top))
+
+
+def needs_extra(module: str) -> str:
+    """The line naming the extra a module comes with and the command that installs it (also
+    the reason a test that needs the module is skipped without it)."""
+    top = module.split(".")[0]
+    extra = EXTRA_OF_MODULE[top]
+    return (
         f"this needs {top}, which comes with the [{extra}] extra: expected it installed "
         f"(pip install 'pytest-tts-scaling[{extra}]')"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 from collections.abc import Generator
 from itertools import pairwise
 from pathlib import Path
@@ -18,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_tts_scaling import fixtures
-from pytest_tts_scaling.core import spelling
+from pytest_tts_scaling.core.spelling import UNPREFIXED, closest_flag
+from pytest_tts_scaling.core.spelling import pytest_flag as tts_flag  # pytest_* names are hooks
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.failures import ShownOnce
 from pytest_tts_scaling.option_table import OPTION_SPECS, add_to_pytest
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
+from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SHORT_NAMES_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.report.extras import Shown
@@ -38,31 +40,143 @@ STEP_MARKERS = {
 }
 
 
+GROUP = ("tts-scaling", "measured autoscaling for streaming TTS endpoints")
+# The options that also answer to their bare names, in the table's order.
+SHORT_NAMED = [spec for spec in OPTION_SPECS if spec.flag in UNPREFIXED]
+# Files pytest reads its configuration from (and setup.py, which also makes a rootdir).
+CONFIG_FILES = (
+    "pytest.toml",
+    ".pytest.toml",
+    "pytest.ini",
+    ".pytest.ini",
+    "pyproject.toml",
+    "tox.ini",
+    "setup.cfg",
+    "setup.py",
+)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_to_pytest(
-        parser.getgroup("tts-scaling", "measured autoscaling for streaming TTS endpoints")
-    )
+    add_to_pytest(parser.getgroup(*GROUP))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
-) -> Generator[None]:
+) -> Generator[None, object, object]:
+    """After the project's conftests have added their options, before the command line is
+    parsed: the short names where they are free, no path value that moved the rootdir, and a
+    misspelled option of the plugin's named with the closest one."""
+    result = yield
+    early_config.stash[SHORT_NAMES_KEY] = add_short_names(parser)
+    refuse_spaced_paths(early_config)
+    refuse_misspelled(parser, args)
+    return result
+
+
+def refuse_misspelled(parser: pytest.Parser, args: list[str]) -> None:
     """A misspelled option of the plugin's names the closest one, as `tts-bench` does; pytest's
     own "unrecognized arguments" comes next, after every conftest has added its options."""
-    yield
     _, unknown = parser.parse_known_and_unknown_args(args)
-    ours = [spelling.pytest_flag(spec.flag) for spec in OPTION_SPECS]
+    ours = [tts_flag(spec.flag) for spec in OPTION_SPECS]
     for word in unknown:
-        if word.startswith("-") and (close := spelling.closest_flag(word, ours)) is not None:
+        if word.startswith("-") and (close := closest_flag(word, ours)) is not None:
             raise pytest.UsageError(f"unrecognized arguments: {word}; did you mean {close}?")
+
+
+def add_short_names(parser: pytest.Parser) -> tuple[str, ...]:
+    """`--endpoint` and `--endpoint-url` beside `--tts-endpoint` and `--tts-endpoint-url`, each
+    where no option of that name exists: a project's conftest may define its own, and its
+    options are added after the plugin's. The names added."""
+    group = parser.getgroup(*GROUP)
+    added = []
+    for spec in SHORT_NAMED:
+        if is_taken(parser, spec.flag):
+            continue
+        keywords = spec.kwargs(tts_flag)
+        keywords["help"] = (
+            f"Short for {tts_flag(spec.flag)}, where the project has no {spec.flag} of its own."
+        )
+        group.addoption(spec.flag, **keywords)
+        added.append(spec.flag)
+    return tuple(added)
+
+
+def is_taken(parser: pytest.Parser, flag: str) -> bool:
+    """Whether an option of this name is already registered: pytest returns an unknown flag
+    among the unknown ones, and refuses a known one that wants a value."""
+    try:
+        _, unknown = parser.parse_known_and_unknown_args([flag])
+    except pytest.UsageError:
+        return True
+    return flag not in unknown
+
+
+def refuse_spaced_paths(config: pytest.Config) -> None:
+    """`--tts-baseline /path/q.json` with a space: pytest picks its rootdir and ini before any
+    plugin's options are known, so it took the path as where to look for tests and configuration.
+    Refused, naming the `=` form, wherever that moved them; a value that names no existing path,
+    or one below where pytest would have looked anyway, changes nothing and is accepted."""
+    flags = {tts_flag(spec.flag) for spec in OPTION_SPECS if spec.takes_value}
+    args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *config.invocation_params.args]
+    here = config.invocation_params.dir
+    start = lookup_start(config)
+    for flag, value in pairwise(args):
+        if flag in flags and moves_the_rootdir(here / value, start, here):
+            raise pytest.UsageError(
+                f"{flag} {value}: expected {flag}={value} (with '='): after a space pytest reads "
+                "the path as where the tests are, and looks there for its rootdir and configuration"
+            )
+
+
+def lookup_start(config: pytest.Config) -> Path:
+    """Where pytest starts looking for its configuration: the folder the paths on the command
+    line share (the plugin's values after a space aside), else the current folder."""
+    here = config.invocation_params.dir
+    paths = (here / arg for arg in config.known_args_namespace.file_or_dir)
+    folders = [path if path.is_dir() else path.parent for path in paths if path.exists()]
+    return Path(os.path.commonpath(folders)) if folders else here
+
+
+def moves_the_rootdir(path: Path, start: Path, here: Path) -> bool:
+    """Whether pytest, looking from the folder `start` shares with an existing `path` rather than
+    from `start`, finds another configuration file, or none and so another rootdir."""
+    if not path.exists():
+        return False
+    folder, start, here = (
+        absolute(p) for p in (path if path.is_dir() else path.parent, start, here)
+    )
+    shared = Path(os.path.commonpath([start, folder]))
+    if has_config_below(start, shared) or has_config_below(folder, shared):
+        return True
+    if any(has_config(place) for place in (shared, *shared.parents)):
+        return False
+    return os.path.commonpath([here, shared]) != os.path.commonpath([here, start])
+
+
+def has_config_below(folder: Path, top: Path) -> bool:
+    """A configuration file in `folder` or a folder above it, below `top`."""
+    return any(
+        has_config(place)
+        for place in (folder, *folder.parents)[: len(folder.relative_to(top).parts)]
+    )
+
+
+def absolute(path: Path) -> Path:
+    """As pytest makes a path absolute: `..` folded, links kept."""
+    return Path(os.path.abspath(path))
+
+
+def has_config(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in CONFIG_FILES)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-html's, which a dry run keeps from writing
 def pytest_configure(config: pytest.Config) -> None:
+    declared = project_markers(config)
     for name, description in STEP_MARKERS.items():
-        config.addinivalue_line("markers", f"{name}: {description}")
-    refuse_a_spaced_scenario_path(config.invocation_params.args)
+        if name not in declared:
+            config.addinivalue_line("markers", f"{name}: {description}")
     values = {spec.dest: config.getoption(spec.dest) for spec in OPTION_SPECS}
     try:
         options = RunOptions.from_namespace(
@@ -72,19 +186,15 @@ def pytest_configure(config: pytest.Config) -> None:
     except (argparse.ArgumentTypeError, InputError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[OPTIONS_KEY] = options
-    config.stash[SUMMARY_KEY] = []
+    config.stash[SUMMARY_KEY] = short_names_notice(config)
     narrow_to_the_steps_files(config)
     config.pluginmanager.register(fixtures, "tts_scaling_fixtures")
-    config.pluginmanager.register(SignalExit(), "tts_scaling_signal_exit")
-    config.pluginmanager.register(ShownOnce(), "tts_scaling_shown_once")
-    if config.pluginmanager.hasplugin("html"):
-        config.pluginmanager.register(HtmlExtras(config), "tts_scaling_html")
-        if config.option.htmlpath and options.dry_run:
-            # A dry run measures nothing: its report would replace the last real one.
-            config.stash[SUMMARY_KEY].append(
-                f"html: dry run: no report written, {html_report_path(config)} left as it was"
-            )
-            config.option.htmlpath = None
+    if config.pluginmanager.hasplugin("html") and config.option.htmlpath and options.dry_run:
+        # A dry run measures nothing: its report would replace the last real one.
+        config.stash[SUMMARY_KEY].append(
+            f"html: dry run: no report written, {html_report_path(config)} left as it was"
+        )
+        config.option.htmlpath = None
 
 
 def is_measurement(item: pytest.Item) -> bool:
@@ -96,20 +206,12 @@ def is_measurement(item: pytest.Item) -> bool:
     """
     if not any(any(item.iter_markers(name)) for name in STEP_MARKERS):
         return False
+    return uses_the_plugin(item)
+
+
+def uses_the_plugin(item: pytest.Item) -> bool:
+    """A test that uses one of the plugin's `tts_` fixtures."""
     return any(name in fixtures.PUBLIC for name in getattr(item, "fixturenames", ()))
-
-
-def refuse_a_spaced_scenario_path(args: tuple[str, ...]) -> None:
-    """`--tts-scenario /path/x.toml` with a space: pytest has already read the path as where to
-    look for tests and its rootdir (plugin options are unknown when it decides), dropping the
-    project's configuration. `--tts-scenario=/path/x.toml` is read as the option's value only;
-    a NAME, or a file in the current folder, leaves the rootdir where it was."""
-    for flag, value in pairwise(args):
-        if flag == "--tts-scenario" and os.sep in value:
-            raise pytest.UsageError(
-                f"--tts-scenario {value}: expected --tts-scenario={value} (with '='): a path "
-                "after a space is taken by pytest as the tests' location and rootdir"
-            )
 
 
 def selected_steps(config: pytest.Config) -> list[str]:
@@ -122,13 +224,32 @@ def selected_steps(config: pytest.Config) -> list[str]:
     return steps if set(steps) <= STEP_MARKERS.keys() else []
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Before anything is measured: which short names are the project's own."""
+    return [f"tts-scaling: {line}" for line in short_names_notice(config)]
+
+
+def short_names_notice(config: pytest.Config) -> list[str]:
+    """A run that names a step, in a project whose own options hold the short names: the line
+    naming the plugin's."""
+    ours = config.stash.get(SHORT_NAMES_KEY, ())
+    theirs = [spec.flag for spec in SHORT_NAMED if spec.flag not in ours]
+    if not theirs or not set(selected_steps(config)) - project_markers(config):
+        return []
+    return [
+        f"{' and '.join(theirs)} are this project's own options: the plugin's are "
+        f"{' and '.join(tts_flag(flag) for flag in theirs)}"
+    ]
+
+
 def narrow_to_the_steps_files(config: pytest.Config) -> None:
     """`pytest -m qmax` in a project with its own scenarios/test_qmax.py collects that file only,
     not the whole suite (this repository's 1,000 tests cost seconds before the probe starts).
     Paths given on the command line are collected as given."""
-    if config.args_source == pytest.Config.ArgsSource.ARGS:
+    steps = selected_steps(config)
+    if config.args_source == pytest.Config.ArgsSource.ARGS or set(steps) & project_markers(config):
         return
-    files = [config.rootpath / "scenarios" / f"test_{step}.py" for step in selected_steps(config)]
+    files = [config.rootpath / "scenarios" / f"test_{step}.py" for step in steps]
     if files and all(path.is_file() for path in files):
         config.args = [str(path) for path in files]
 
@@ -187,15 +308,23 @@ def packaged_scenarios(session: pytest.Session, items: list[pytest.Item]) -> lis
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A session that will measure keeps an earlier HTML report aside; any other leaves it be.
+    """A session whose tests use the plugin's fixtures gets its session-wide hooks (one line per
+    failure, the signal's exit status, the report's extras); one that will measure keeps an
+    earlier HTML report aside. Any other session is not the plugin's to touch.
 
-    pytest-html writes its report at the session's end, after this; a run that collects only,
-    or selects none of the plugin's scenarios, is not the plugin's to touch.
+    pytest-html writes its report at the session's end, after this.
     """
     config = session.config
-    if not config.pluginmanager.hasplugin("html") or not config.option.htmlpath:
+    if not any(uses_the_plugin(item) for item in session.items):
         return
-    if config.option.collectonly or not any(is_measurement(item) for item in session.items):
+    config.pluginmanager.register(SignalExit(), "tts_scaling_signal_exit")
+    config.pluginmanager.register(ShownOnce(), "tts_scaling_shown_once")
+    if not config.pluginmanager.hasplugin("html"):
+        return
+    config.pluginmanager.register(HtmlExtras(), "tts_scaling_html")
+    if config.option.collectonly or not config.option.htmlpath:
+        return
+    if not any(is_measurement(item) for item in session.items):
         return
     from pytest_tts_scaling.artifacts import keep_previous, kept_lines
 
@@ -240,10 +369,7 @@ class SignalExit:
 
 
 class HtmlExtras:
-    """pytest-html hooks, registered only when pytest-html is active."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
+    """pytest-html hooks, registered only when pytest-html is active in a session that measures."""
 
     # Innermost wrapper, so pytest-html's own wrapper sees the extras when it unwinds.
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -269,19 +395,6 @@ class HtmlExtras:
             ]
             report.extras = [*getattr(report, "extras", []), *made]  # type: ignore[attr-defined]
         return report
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """A module skipped while collecting (no Chromium, a missing extra) is a row of the
-        report too: pytest-html lists only failed collections, so its count of skipped tests
-        fell short of the terminal's."""
-        if not report.skipped:
-            return
-        from pytest_html.basereport import BaseReport
-
-        for plugin in self.config.pluginmanager.get_plugins():
-            if isinstance(plugin, BaseReport):
-                plugin._process_report(report, 0, [])
 
     def pytest_html_results_summary(
         self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session

@@ -17,5 +17,7 @@ if TYPE_CHECKING:
 OPTIONS_KEY: pytest.StashKey[RunOptions] = pytest.StashKey()
 SUMMARY_KEY: pytest.StashKey[list[str]] = pytest.StashKey()
 EXTRAS_KEY: pytest.StashKey[ReportExtras] = pytest.StashKey()
+# The bare option names (`--endpoint`, `--endpoint-url`) this session gave the plugin.
+SHORT_NAMES_KEY: pytest.StashKey[tuple[str, ...]] = pytest.StashKey()
 # The qmax scenario's comparison with --baseline, for the run --mlflow records at the session's end.
 COMPARISON_KEY: pytest.StashKey[Comparison] = pytest.StashKey()

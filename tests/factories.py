@@ -131,9 +131,18 @@ def make_plan(**fields: Any) -> PlanArtifact:
 
 
 def pytest_args(*args: str) -> tuple[str, ...]:
-    """tts-bench's words as pytest spells them: `--ladder 1,2` → `--tts-ladder 1,2`."""
-    flags = {spec.flag for spec in OPTION_SPECS}
-    return tuple(pytest_flag(arg) if arg in flags else arg for arg in args)
+    """tts-bench's words as pytest spells them: `--ladder 1,2` → `--tts-ladder=1,2` (with '=',
+    which keeps a path value from being read as where the tests are)."""
+    valued = {spec.flag for spec in OPTION_SPECS if spec.takes_value}
+    switches = {spec.flag for spec in OPTION_SPECS if not spec.takes_value}
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg in valued:
+            out.append(f"{pytest_flag(arg)}={next(rest)}")
+        else:
+            out.append(pytest_flag(arg) if arg in switches else arg)
+    return tuple(out)
 
 
 def timed(response: ResponseFormat, pieces: list[bytes]) -> StreamTimer:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("tts_container", reason=needs_extra("tts_container"))
+
 import itertools
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import pytest
 from tts_container.audio import wav_header
 
 from pytest_tts_scaling.core.audio import (

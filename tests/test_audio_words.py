@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_tts_scaling.core.audio import corpus_word_error_rate, word_edits, words
+from pytest_tts_scaling.optional import needs_extra
 
 
 def test_words_ignore_case_and_punctuation() -> None:
@@ -44,7 +45,7 @@ def test_corpus_rate_weighs_texts_by_their_words() -> None:
 
 
 def test_recognizer_hears_no_words_in_silence_or_a_tone() -> None:
-    pytest.importorskip("pocketsphinx")
+    pytest.importorskip("pocketsphinx", reason=needs_extra("pocketsphinx"))
     from pytest_tts_scaling.load import recognizer
 
     assert recognizer.transcribe(np.zeros(24000, dtype=np.int16), 24000) == ""

@@ -65,8 +65,7 @@ def test_a_second_run_passes_against_the_first_and_a_higher_qmax_fails(
     report = pytester.path / "again.html"
     again = pytester.runpytest(
         *qmax_args(serial_server, pytester.path / "again", *LOADED_MACHINE),
-        "--tts-baseline",
-        str(baseline),
+        f"--tts-baseline={baseline}",
         "--html",
         str(report),
         "--self-contained-html",
@@ -88,8 +87,7 @@ def test_a_second_run_passes_against_the_first_and_a_higher_qmax_fails(
     report = pytester.path / "gate.html"
     failed = pytester.runpytest(
         *qmax_args(serial_server, gate_dir, *LOADED_MACHINE),
-        "--tts-baseline",
-        str(higher),
+        f"--tts-baseline={higher}",
         "--html",
         str(report),
         "--self-contained-html",
@@ -116,7 +114,7 @@ def test_a_baseline_of_another_configuration_is_refused_naming_the_field(
 ) -> None:
     transport = edited(QMAX_EXAMPLE, pytester.path / "bidi.json", transport="bidi", slo_ms=200.0)
     refused = pytester.runpytest(
-        *qmax_args(serial_server, pytester.path / "out"), "--tts-baseline", str(transport)
+        *qmax_args(serial_server, pytester.path / "out"), f"--tts-baseline={transport}"
     )
     # Refused before anything is measured: every qmax test errors at setup, no artifact exists.
     refused.assert_outcomes(errors=4)
@@ -132,7 +130,7 @@ def test_a_baseline_of_another_configuration_is_refused_naming_the_field(
     # still before the ladder.
     other = edited(QMAX_EXAMPLE, pytester.path / "other.json", slo_ms=200.0)
     mismatched = pytester.runpytest(
-        *qmax_args(serial_server, pytester.path / "out"), "--tts-baseline", str(other)
+        *qmax_args(serial_server, pytester.path / "out"), f"--tts-baseline={other}"
     )
     mismatched.assert_outcomes(errors=4)
     mismatched.stdout.fnmatch_lines(
@@ -145,8 +143,7 @@ def test_a_baseline_of_another_configuration_is_refused_naming_the_field(
     # With --allow-config-mismatch it is measured and compared, with a warning.
     accepted = pytester.runpytest(
         *qmax_args(serial_server, pytester.path / "out"),
-        "--tts-baseline",
-        str(other),
+        f"--tts-baseline={other}",
         "--tts-allow-config-mismatch",
     )
     accepted.assert_outcomes(passed=3, failed=1)
@@ -231,18 +228,14 @@ def test_promotion_gate_runs_every_check_and_fails_without_an_endpoint(
         *NO_CACHE,
         "-m",
         "drift or plan or validate",
-        "--tts-qmax-artifact",
-        str(QMAX_EXAMPLE),
-        "--tts-ttotal-artifact",
-        str(TTOTAL_EXAMPLE),
+        f"--tts-qmax-artifact={QMAX_EXAMPLE}",
+        f"--tts-ttotal-artifact={TTOTAL_EXAMPLE}",
         "--tts-peak-rps",
         "5000",
         "--tts-trough-rps",
         "10",
-        "--tts-plan-artifact",
-        str(EXAMPLES / "plan-kokoro-82m.json"),
-        "--tts-artifacts-dir",
-        str(pytester.path / "out"),
+        f"--tts-plan-artifact={EXAMPLES / 'plan-kokoro-82m.json'}",
+        f"--tts-artifacts-dir={pytester.path / 'out'}",
         f"--junitxml={junit}",
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -268,14 +261,11 @@ def test_promotion_gate_fails_on_a_plan_stop(
         *NO_CACHE,
         "-m",
         "drift or plan or validate",
-        "--tts-qmax-artifact",
-        str(stop),
-        "--tts-ttotal-artifact",
-        str(TTOTAL_EXAMPLE),
+        f"--tts-qmax-artifact={stop}",
+        f"--tts-ttotal-artifact={TTOTAL_EXAMPLE}",
         "--tts-peak-rps",
         "5000",
-        "--tts-artifacts-dir",
-        str(pytester.path / "out"),
+        f"--tts-artifacts-dir={pytester.path / 'out'}",
         f"--junitxml={junit}",
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -7,6 +7,12 @@ cannot be early) and from above with room for a busy 2-core machine.
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("tts_container", reason=needs_extra("tts_container"))
+
 import asyncio
 import gc
 import json
@@ -17,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import h11
-import pytest
 from tts_container.gate import InFlight
 
 from pytest_tts_scaling.calibration import (

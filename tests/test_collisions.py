@@ -52,8 +52,8 @@ def test_plan_scenario_keeps_a_different_earlier_plan_and_says_so(
     (out / "plan-kokoro-82m.json").write_text("{}\n")
     args = [
         *("-p", "no:cacheprovider", "-p", "no:html", "-m", "plan"),
-        *("--tts-qmax-artifact", str(QMAX), "--tts-ttotal-artifact", str(TTOTAL)),
-        *("--tts-peak-rps", "5000", "--tts-trough-rps", "10", "--tts-artifacts-dir", str(out)),
+        *(f"--tts-qmax-artifact={QMAX}", f"--tts-ttotal-artifact={TTOTAL}"),
+        *("--tts-peak-rps", "5000", "--tts-trough-rps", "10", f"--tts-artifacts-dir={out}"),
     ]
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
+import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from pytest_tts_scaling.cli import COMMANDS, build_parser
-from pytest_tts_scaling.core.spelling import pytest_flag
+from pytest_tts_scaling.core.spelling import UNPREFIXED, pytest_flag
 from pytest_tts_scaling.option_table import OPTION_SPECS
 from pytest_tts_scaling.plugin import STEP_MARKERS
 
@@ -31,7 +32,7 @@ WORKFLOWS = ("promotion.yml", "nightly.yml")
 # Values a workflow leaves to CI variables, by the option they are given to.
 SAMPLES = {"--endpoint": "speech-kokoro-82m", "--tts-peak-rps": "5000", "--tts-trough-rps": "10"}
 UNSET = "<set-in-ci>"
-PLUGIN_FLAGS = {pytest_flag(spec.flag) for spec in OPTION_SPECS}
+PLUGIN_FLAGS = {pytest_flag(spec.flag) for spec in OPTION_SPECS} | set(UNPREFIXED)
 
 
 @dataclass(frozen=True)
@@ -133,15 +134,19 @@ def check_pytest(command: Command, pytester: pytest.Pytester) -> int:
     unknown = markers_in(args) - set(STEP_MARKERS)
     assert not unknown, f"{command.where}: -m names {unknown}, not step markers"
     assert "-m" in args, f"{command.where}: a scenario run names its step with -m"
-    # Paths that exist are the repository's (scenarios/, committed artifacts); a command that
-    # names none collects from the repository root, where testpaths include scenarios/.
-    resolved = [
-        str(ROOT / arg) if not arg.startswith("-") and (ROOT / arg).exists() else arg
-        for arg in args
-    ]
-    if resolved == args:
-        resolved.append(str(ROOT / "scenarios"))
-    result = pytester.runpytest(*resolved, "--collect-only", "-q", "-p", "no:cacheprovider")
+    # The test's folder stands for the repository's root: the repository's paths the command
+    # names (scenarios/, committed artifacts) are copied there and the command runs as written.
+    # A command that names none collects from the root, where testpaths include scenarios/.
+    named = [arg for arg in args if not arg.startswith("-") and (ROOT / arg).exists()]
+    if not named:
+        named = ["scenarios"]
+        args = [*args, "scenarios"]
+    for arg in named:
+        if not (pytester.path / arg).exists():
+            copy = shutil.copytree if (ROOT / arg).is_dir() else shutil.copy
+            (pytester.path / arg).parent.mkdir(parents=True, exist_ok=True)
+            copy(ROOT / arg, pytester.path / arg)
+    result = pytester.runpytest(*args, "--collect-only", "-q", "-p", "no:cacheprovider")
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == 0, f"{command.where}: pytest refused {args}:\n{output}"
     selected = [line for line in result.stdout.lines if "::" in line]

@@ -65,8 +65,7 @@ def test_a_refused_input(
         "--endpoint-url",
         serial_server.base_url,
         *QUICK,
-        "--tts-baseline",
-        str(ttotal),
+        f"--tts-baseline={ttotal}",
     )
     result.assert_outcomes(errors=4)
     assert_once(result, "qmax: --tts-baseline refused: ", 4)
@@ -78,7 +77,7 @@ def test_a_missing_artifact(pytester: pytest.Pytester) -> None:
         *QUICK,
         "-m",
         "plan",
-        *("--tts-qmax-artifact", "nothere.json", "--tts-ttotal-artifact", str(TTOTAL_EXAMPLE)),
+        *("--tts-qmax-artifact", "nothere.json", f"--tts-ttotal-artifact={TTOTAL_EXAMPLE}"),
         *("--tts-peak-rps", "100", "--tts-artifacts-dir", "out"),
     )
     result.assert_outcomes(failed=1)

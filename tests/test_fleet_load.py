@@ -8,6 +8,12 @@ request's first audio byte, so the records' TTFAB is checked against the server'
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("locust", reason=needs_extra("locust"))
+
 import asyncio
 import itertools
 import json
@@ -18,8 +24,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.cli import main

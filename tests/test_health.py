@@ -240,8 +240,7 @@ def test_under_pytest_a_dead_endpoint_is_an_error_not_a_failure(
         "2",
         "--tts-measure-s",
         "1",
-        "--tts-artifacts-dir",
-        str(pytester.path / "out"),
+        f"--tts-artifacts-dir={pytester.path / 'out'}",
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) >= 1

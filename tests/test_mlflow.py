@@ -19,6 +19,7 @@ from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.cli import main
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.core.tracking import PASS, Verdict, plan_record, qmax_record
+from pytest_tts_scaling.optional import needs_extra
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.report.extras import timed_stages
 from pytest_tts_scaling.steps.tracking import record_ttotal
@@ -35,8 +36,8 @@ from tests.test_health import closed_port
 
 # Imported with this module, before any pytester run: pytester drops the modules a test imports
 # when it ends, and MLflow's store (SQLAlchemy's compiled parts) loads once per process.
-pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
-pytest.importorskip("mlflow.store.tracking.sqlalchemy_store")
+pytest.importorskip("mlflow", reason=needs_extra("mlflow"))
+pytest.importorskip("mlflow.store.tracking.sqlalchemy_store", reason=needs_extra("sqlalchemy"))
 from mlflow import MlflowClient
 
 if TYPE_CHECKING:

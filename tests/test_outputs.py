@@ -77,7 +77,7 @@ def test_a_dry_run_leaves_the_reports_dir_byte_for_byte(
     before = snapshot(reports)
     result = pytester.runpytest(
         *("-p", "no:cacheprovider", "-m", "qmax", "--tts-dry-run"),
-        *("--endpoint-url", "http://127.0.0.1:9", "--tts-artifacts-dir", str(reports)),
+        *("--endpoint-url", "http://127.0.0.1:9", f"--tts-artifacts-dir={reports}"),
         *("--html", str(reports / "qmax-report.html"), "--self-contained-html"),
     )
     result.assert_outcomes(skipped=4)

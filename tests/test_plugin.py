@@ -19,8 +19,10 @@ def test_help_lists_every_option_with_its_default(pytester: pytest.Pytester) -> 
     text = " ".join(pytester.runpytest("--help").stdout.str().split())
     assert "measured autoscaling for streaming TTS endpoints:" in text
     for expected in (
-        "--endpoint=NAME SageMaker endpoint to measure. Default: none",
-        "--endpoint-url=URL",
+        "--tts-endpoint=NAME SageMaker endpoint to measure. Default: none",
+        "--tts-endpoint-url=URL",
+        "--endpoint=NAME Short for --tts-endpoint, where the project has no --endpoint of its own.",
+        "--endpoint-url=URL Short for --tts-endpoint-url",
         "--tts-transport=KIND",
         "session). Default: response-stream.",
         "--tts-slo-ms=MS p95 objective in ms, on the clock --tts-slo-metric names; several, "
@@ -39,10 +41,11 @@ def test_help_lists_every_option_with_its_default(pytester: pytest.Pytester) -> 
         assert expected in text
 
 
-def test_every_option_but_the_endpoint_is_prefixed_and_under_the_plugins_heading(
+def test_every_option_is_prefixed_and_under_the_plugins_heading(
     pytester: pytest.Pytester,
 ) -> None:
-    """Options live in every pytest session of the environment: none may take a common name."""
+    """Options live in every pytest session of the environment: none may take a common name but
+    the endpoint's short names, which give way to a project's own (test_foreign_project.py)."""
     from pytest_tts_scaling.option_table import OPTION_SPECS
 
     lines = pytester.runpytest("--help").stdout.lines
@@ -54,9 +57,9 @@ def test_every_option_but_the_endpoint_is_prefixed_and_under_the_plugins_heading
         for line in lines[heading + 1 : end]
         if line.startswith("  --")
     ]
-    assert ours[:2] == ["--endpoint", "--endpoint-url"]
-    assert all(flag.startswith("--tts-") for flag in ours[2:])
-    assert len(ours) == len(OPTION_SPECS)
+    assert ours[-2:] == ["--endpoint", "--endpoint-url"]
+    assert all(flag.startswith("--tts-") for flag in ours[:-2])
+    assert len(ours) == len(OPTION_SPECS) + 2
     # The bare names stay free for the user's own conftest options.
     flags = {line.split()[0].split("=")[0] for line in lines if line.startswith("  --")}
     assert not flags & {"--ladder", "--dry-run", "--force", "--runs", "--model", "--baseline"}
@@ -225,8 +228,7 @@ def test_qmax_against_a_server_with_known_capacity(
         "0",
         "--tts-slo-ms",
         "1000",
-        "--tts-artifacts-dir",
-        str(artifacts),
+        f"--tts-artifacts-dir={artifacts}",
         "--tts-min-qmax",
         "10",
         "--html",
@@ -283,8 +285,7 @@ def test_min_qmax_gate_fails_naming_both_numbers(
             "0",
             "--tts-slo-ms",
             "1000",
-            "--tts-artifacts-dir",
-            str(pytester.path / "out"),
+            f"--tts-artifacts-dir={pytester.path / 'out'}",
             "--tts-min-qmax",
             "5",
             "-rs",
@@ -307,8 +308,7 @@ def test_the_search_must_bracket_qmax(pytester: pytest.Pytester, qmax_scenario: 
             "--tts-max-concurrency",
             "6",
             *QUICK_RUNGS,
-            "--tts-artifacts-dir",
-            str(pytester.path / "out"),
+            f"--tts-artifacts-dir={pytester.path / 'out'}",
             "-rs",
         )
     result.assert_outcomes(passed=1, failed=1, skipped=2)
@@ -341,8 +341,7 @@ def test_search_measures_a_four_slot_server_exactly(
             "2.5",
             "--tts-gap-s",
             "0",
-            "--tts-artifacts-dir",
-            str(artifacts),
+            f"--tts-artifacts-dir={artifacts}",
         )
     result.assert_outcomes(passed=2, skipped=2)  # skipped: the --min-qmax and --baseline gates
     [path] = artifacts.glob("qmax-*.json")
@@ -386,8 +385,7 @@ def test_errors_fail_the_rung_by_kind_and_no_rung_met_is_not_bracketed(
             "2",
             "--tts-gap-s",
             "0",
-            "--tts-artifacts-dir",
-            str(artifacts),
+            f"--tts-artifacts-dir={artifacts}",
             "-rs",
         )
     result.assert_outcomes(failed=1, skipped=3)  # skipped: bracket, --min-qmax, --baseline

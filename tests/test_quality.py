@@ -8,6 +8,7 @@ import pytest
 
 from pytest_tts_scaling.core.audio import quality_failure
 from pytest_tts_scaling.core.records import RequestRecord
+from pytest_tts_scaling.optional import needs_extra
 from pytest_tts_scaling.steps.qmax_quality import Answer, QualityCheck
 from tests.factories import make_record, make_rung
 
@@ -91,6 +92,7 @@ def test_the_quality_slo(
 
 
 def test_the_report_shows_wer_against_n_beside_the_p95() -> None:
+    pytest.importorskip("matplotlib", reason=needs_extra("matplotlib"))
     from pytest_tts_scaling.report.extras import rung_table_html
     from pytest_tts_scaling.report.plots import ladder_svg
     from tests.factories import make_qmax
@@ -135,7 +137,7 @@ def test_the_verdict_names_the_quality_failure() -> None:
 def test_a_ladder_with_wer_sample_transcribes_each_rung(tmp_path: Path) -> None:
     """End to end: the engine hands answers over, the recognizer runs after each rung, the
     artifact holds the WER. A tone has no words: WER 1.0 at N=1 and at N=2, no increase."""
-    pytest.importorskip("pocketsphinx")
+    pytest.importorskip("pocketsphinx", reason=needs_extra("pocketsphinx"))
     from pytest_tts_scaling.calibration.cases import FAST_SERIAL
     from pytest_tts_scaling.calibration.server import SerialStreamServer
     from pytest_tts_scaling.endpoints.base import UrlEndpoint

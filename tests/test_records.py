@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("tts_container", reason=needs_extra("tts_container"))
+
 import itertools
 import socket
 import ssl
 
-import pytest
 from tts_container.audio import wav_header
 
 from pytest_tts_scaling.core.records import (

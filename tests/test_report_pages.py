@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.cli import main
+from pytest_tts_scaling.optional import needs_extra
 from pytest_tts_scaling.report.extras import DEV_MODEL_LABEL
 from pytest_tts_scaling.report.pages import load_shown, view_for
 from pytest_tts_scaling.report.plots import ladder_svg
@@ -71,6 +72,7 @@ def test_report_renders_the_source_qmax_answer_first(
 def test_report_of_a_plan_recomputes_its_surge_from_the_artifacts_it_names(
     tmp_path: Path,
 ) -> None:
+    pytest.importorskip("matplotlib", reason=needs_extra("matplotlib"))
     plan, *_ = _copy(tmp_path, PLAN, QMAX, TTOTAL)
     assert main(["report", str(plan), "--output", str(tmp_path / "out" / "plan.html")]) == 0
     html = (tmp_path / "out" / "plan.html").read_text()
@@ -91,6 +93,7 @@ def test_report_of_a_plan_recomputes_its_surge_from_the_artifacts_it_names(
 
 
 def test_a_plan_alone_is_drawn_from_the_curve_and_policy_it_stored(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason=needs_extra("matplotlib"))
     [plan] = _copy(tmp_path, PLAN)
     assert main(["report", str(plan), "--artifacts-dir", str(tmp_path)]) == 0
     answer = _answer((tmp_path / "plan-kokoro-82m.html").read_text())
@@ -118,6 +121,7 @@ def test_a_schema_1_plan_alone_is_rendered_without_plots_and_says_what_it_needs(
 
 
 def test_report_of_ttotal_shows_t_total_and_the_waterfall(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason=needs_extra("matplotlib"))
     [ttotal] = _copy(tmp_path, TTOTAL)
     assert main(["report", str(ttotal), "--artifacts-dir", str(tmp_path)]) == 0
     answer = _answer((tmp_path / ttotal.with_suffix(".html").name).read_text())
@@ -149,6 +153,7 @@ def test_several_artifacts_give_a_page_each_and_one_page_of_answers(
 
 
 def test_every_plot_of_the_development_model_names_it() -> None:
+    pytest.importorskip("matplotlib", reason=needs_extra("matplotlib"))
     local = view_for(load_shown(LOCAL_QMAX))
     assert local.figures
     for figure in local.figures:

@@ -25,10 +25,10 @@ def test_plan_run_shows_its_answer_first_and_writes_its_page_and_csv(
         "no:cacheprovider",
         "-m",
         "plan",
-        *("--tts-qmax-artifact", str(QMAX), "--tts-ttotal-artifact", str(TTOTAL)),
-        *("--tts-peak-rps", "5000", "--tts-trough-rps", "10", "--tts-artifacts-dir", str(out)),
+        *(f"--tts-qmax-artifact={QMAX}", f"--tts-ttotal-artifact={TTOTAL}"),
+        *("--tts-peak-rps", "5000", "--tts-trough-rps", "10", f"--tts-artifacts-dir={out}"),
         *("--html", str(out / "report.html"), "--self-contained-html"),
-        *("--tts-export-csv", str(out / "csv")),
+        f"--tts-export-csv={out / 'csv'}",
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"csv: {out / 'csv' / 'plan-kokoro-82m.findings.csv'}"])
@@ -58,8 +58,8 @@ def test_export_csv_without_a_report_needs_no_pytest_html(pytester: pytest.Pytes
         "no:html",
         "-m",
         "plan",
-        *("--tts-qmax-artifact", str(QMAX), "--tts-ttotal-artifact", str(TTOTAL)),
-        *("--tts-peak-rps", "5000", "--tts-artifacts-dir", str(out), "--tts-export-csv", str(out)),
+        *(f"--tts-qmax-artifact={QMAX}", f"--tts-ttotal-artifact={TTOTAL}"),
+        *("--tts-peak-rps", "5000", f"--tts-artifacts-dir={out}", f"--tts-export-csv={out}"),
     )
     result.assert_outcomes(passed=1)
     assert (out / "plan-kokoro-82m.findings.csv").is_file()

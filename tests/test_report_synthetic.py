@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
 from pytest_tts_scaling.report.extras import (
     DEV_MODEL_LABEL,
     SYNTHETIC_LABEL,
@@ -24,6 +27,7 @@ LOCAL_QMAX = (
 
 
 def test_every_plot_and_the_rung_table_name_the_synthetic_engine(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason=needs_extra("matplotlib"))
     raw = json.loads(LOCAL_QMAX.read_text())
     raw["deployed_config"]["container_env"]["ENGINE"] = "synthetic"
     path = tmp_path / LOCAL_QMAX.name

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("tts_container", reason=needs_extra("tts_container"))
+
 import asyncio
 import base64
 import json
 import struct
 
-import pytest
 from tts_container.audio import wav_header
 
 from pytest_tts_scaling.calibration import SerialStreamServer

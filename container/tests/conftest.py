@@ -1,17 +1,28 @@
-"""Fixtures for the container's tests."""
+"""Fixtures for the container's tests.
+
+They import the container's package inside the fixtures: without it this folder is skipped, naming
+the command that installs it, where an import here would stop the whole session.
+"""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from container_fakes import AppFactory, FakeEngine
-from starlette.applications import Starlette
-from tts_container.app import create_app
-from tts_container.metrics import MetricsLog
-from tts_container.settings import Settings
+
+if TYPE_CHECKING:
+    from container_fakes import AppFactory, FakeEngine
+    from starlette.applications import Starlette
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    pytest.importorskip(
+        "tts_container",
+        reason="the container's tests need its package: expected it installed "
+        "(pip install -e './container[test]')",
+    )
 
 
 @pytest.fixture
@@ -21,6 +32,11 @@ def make_app(tmp_path: Path) -> AppFactory:
     def factory(
         engine: FakeEngine | None = None, **settings: Any
     ) -> tuple[Starlette, FakeEngine, io.StringIO]:
+        from container_fakes import FakeEngine
+        from tts_container.app import create_app
+        from tts_container.metrics import MetricsLog
+        from tts_container.settings import Settings
+
         engine = FakeEngine() if engine is None else engine
         settings.setdefault("inference_workers", 1)  # the fake's tests count on one unless named
         metrics_out = io.StringIO()

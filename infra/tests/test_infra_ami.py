@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import re
 from pathlib import Path
 
 import botocore.session
-import pytest
 from speech_infra.ami import MIN_DRIVER, gpu_ami_versions, image_cuda, inference_ami_version
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "container" / "Dockerfile"

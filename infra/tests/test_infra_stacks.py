@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import dataclasses
 import json
 import re
@@ -9,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
-import pytest
 from aws_cdk.assertions import Match
 from infra_helpers import (
     IMAGE_URI,

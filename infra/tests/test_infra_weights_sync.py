@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
-import pytest
 from botocore.stub import Stubber
 from speech_infra.handlers.weights_sync import is_complete, on_event
 

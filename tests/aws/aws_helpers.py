@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
-
 from pytest_tts_scaling.aws.clients import Clock
 from pytest_tts_scaling.core.schema import PlanArtifact
 from tests import factories
@@ -54,6 +52,8 @@ def client(service: str) -> Any:
 
 @functools.cache
 def _client(service: str, endpoint_url: str) -> Any:
+    import boto3  # here: the folder's conftest imports this module, with or without the extra
+
     return boto3.client(service)
 
 

@@ -6,14 +6,18 @@ with stand-ins named like its event classes, so it runs on every Python.
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import asyncio
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from pytest_tts_scaling.aws.bidi import BidiSession, BidiStreamBroken, SageMakerBidiTransport
 from pytest_tts_scaling.aws.fingerprint import Deployment

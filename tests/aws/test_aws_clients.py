@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from pytest_tts_scaling.aws.clients import AwsCallError, AwsClients, WaitTimeout, aws_errors
 from tests.aws.aws_helpers import FakeClock

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
+from datetime import UTC, datetime, timedelta
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.cloudwatch import MAX_LAG_S, annotate_rungs, period_for

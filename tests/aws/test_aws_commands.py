@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from pytest_tts_scaling.artifacts import save
 from tests.aws.aws_helpers import ALL_FALSE, deploy, make_plan, suspend, suspended, teardown, unique
@@ -135,7 +139,7 @@ def scenario(env: dict[str, str], tmp_path: Path, marker: str, *args: str) -> di
 
 def test_drift_scenario_names_each_check(aws_env: dict[str, str], tmp_path: Path) -> None:
     d = deploy(unique())
-    args = ("--endpoint", d.endpoint, "--tts-artifacts-dir", str(tmp_path))
+    args = ("--endpoint", d.endpoint, f"--tts-artifacts-dir={tmp_path}")
     outcomes = scenario(aws_env, tmp_path, "drift", *args)
     assert len(outcomes) == 10
     assert set(outcomes.values()) == {"passed"}, outcomes
@@ -150,7 +154,7 @@ def test_validate_scenario_names_each_field(aws_env: dict[str, str], tmp_path: P
     d = deploy(unique(), target_value=30.0)
     plan = save(make_plan(), tmp_path / "plan.json")
     outcomes = scenario(
-        aws_env, tmp_path, "validate", "--endpoint", d.endpoint, "--tts-plan-artifact", str(plan)
+        aws_env, tmp_path, "validate", "--endpoint", d.endpoint, f"--tts-plan-artifact={plan}"
     )
     assert len(outcomes) == 16
     assert [name for name, o in outcomes.items() if o == "failed"] == [

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 from pathlib import Path
 
 import boto3
-import pytest
 from botocore.stub import Stubber
 
 from pytest_tts_scaling.aws.clients import AwsClients

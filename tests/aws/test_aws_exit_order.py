@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path

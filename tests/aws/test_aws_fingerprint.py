@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import boto3
 import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
+import boto3
 from botocore.stub import Stubber
 
 from pytest_tts_scaling.aws.clients import AwsClients

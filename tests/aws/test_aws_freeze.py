@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import json
 import os
 import signal
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from pytest_tts_scaling.aws.capacity import RestoreInterrupted
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout

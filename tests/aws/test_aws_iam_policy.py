@@ -11,6 +11,12 @@ validate and CloudWatch join on moto stay inside them. Every ARN names the parti
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import json
 from pathlib import Path
 from typing import Any

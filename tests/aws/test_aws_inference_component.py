@@ -11,6 +11,12 @@ is moto's.
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import pytest
 from botocore.stub import ANY, Stubber
 
 from pytest_tts_scaling.artifacts import save

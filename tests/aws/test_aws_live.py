@@ -9,6 +9,12 @@ event-stream server with the fleet watched on moto.
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import itertools
 import json
 import math
@@ -20,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import pytest
 from botocore.stub import Stubber
 
 from pytest_tts_scaling.artifacts import load, save

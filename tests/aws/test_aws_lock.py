@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-
-import pytest
 
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.freeze import freeze, thaw

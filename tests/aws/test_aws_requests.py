@@ -13,6 +13,13 @@ at least one of the recorded requests, so a new call without a test here fails.
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+pytest.importorskip("aiobotocore", reason=needs_extra("aiobotocore"))
+
 import asyncio
 import copy
 import pickle
@@ -27,7 +34,6 @@ from typing import Any
 
 import boto3
 import botocore.session
-import pytest
 from aiobotocore.client import AioBaseClient
 from botocore.client import BaseClient
 from botocore.model import ListShape, MapShape, Shape, StructureShape

@@ -7,13 +7,18 @@ delay), as the load is split over two instances.
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
-import pytest
 from botocore.stub import Stubber
 
 from pytest_tts_scaling.artifacts import load, save

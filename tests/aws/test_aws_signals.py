@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import re
 import shlex
 import signal
@@ -9,8 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from pytest_tts_scaling.aws.snapshot import snapshot_path
 from tests.aws.aws_helpers import (
@@ -183,8 +187,7 @@ def test_sigterm_under_pytest_restores_through_the_frozen_fixture(
             "-s",
             "--endpoint",
             d.endpoint,
-            "--tts-artifacts-dir",
-            str(tmp_path / "reports"),
+            f"--tts-artifacts-dir={tmp_path / 'reports'}",
         ],
         cwd=tmp_path,
         env=aws_env,

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import asyncio
 import json
 from collections.abc import Iterator
 
-import pytest
 from tts_container.audio import wav_header
 
 from pytest_tts_scaling.aws.stream import SageMakerStreamTransport

@@ -7,14 +7,18 @@ gate's 503 inside a ModelError is a rejection, as in the qmax engine.
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.aws.eventstream_server import (
     EventStreamServer,

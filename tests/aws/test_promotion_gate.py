@@ -8,11 +8,15 @@ It passes only when every check passes and names each check as a JUnit test case
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
-
-import pytest
 
 from pytest_tts_scaling.artifacts import save
 from tests.aws.aws_helpers import deploy, make_plan, suspend, unique
@@ -41,18 +45,14 @@ def gate(pytester: pytest.Pytester, tmp_path: Path) -> list[str]:
         "no:cacheprovider",
         "-m",
         "drift or plan or validate",
-        "--tts-plan-artifact",
-        str(plan),
-        "--tts-qmax-artifact",
-        str(EXAMPLES / "qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json"),
-        "--tts-ttotal-artifact",
-        str(EXAMPLES / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"),
+        f"--tts-plan-artifact={plan}",
+        f"--tts-qmax-artifact={EXAMPLES}/qmax-kokoro-82m-response-stream-g5xlarge-8b1b96bc.json",
+        f"--tts-ttotal-artifact={EXAMPLES / 'ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json'}",
         "--tts-peak-rps",
         "5000",
         "--tts-trough-rps",
         "10",
-        "--tts-artifacts-dir",
-        str(tmp_path / "promotion"),
+        f"--tts-artifacts-dir={tmp_path / 'promotion'}",
     ]
 
 

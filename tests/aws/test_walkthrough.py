@@ -15,6 +15,12 @@ the command uses.
 
 from __future__ import annotations
 
+import pytest
+
+from pytest_tts_scaling.optional import needs_extra
+
+pytest.importorskip("boto3", reason=needs_extra("boto3"))
+
 import contextlib
 import glob
 import os
@@ -28,8 +34,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-
-import pytest
 
 from pytest_tts_scaling.artifacts import load
 from pytest_tts_scaling.aws.clients import AwsClients
