@@ -25,11 +25,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,12 +39,11 @@ from pytest_tts_scaling.core.audio import audible_threshold, levels
 TESTS = Path(__file__).resolve().parent.parent / "container" / "tests"
 sys.path.insert(0, str(TESTS))
 
-from container_fake_server import free_port, stop_process, wait_until_ready  # noqa: E402
+from speech_checks import tts_serve  # noqa: E402
 
 VOICE = "jm_kumo"
 RATE = 24000
 FRAME = 240  # the audio checks' 10 ms frame
-READY_TIMEOUT_S = 600.0  # a start on busy cores, converting the trained weights first
 REQUEST_TIMEOUT_S = 900.0  # one answer on cores shared with a busy machine
 
 
@@ -95,26 +91,6 @@ def row(name: str, answers: list[np.ndarray]) -> Row:
         audible = np.flatnonzero(np.abs(answer.astype(np.int32)) > threshold)
         leads.append((audible[0] if audible.size else len(answer)) / RATE * 1000)
     return Row(name, leads, [len(a) / RATE for a in answers])
-
-
-@contextmanager
-def serving(python_path: str | None, logs: Path) -> Iterator[str]:
-    """``tts-serve``'s main (the one importable from ``python_path``, else this checkout's) on a
-    free port with its defaults; its URL once /ping answers."""
-    port = free_port()
-    env = {**os.environ, "DEVICE": "cpu", "PYTHONUNBUFFERED": "1"}
-    env.pop("MODEL_DIR", None)
-    if python_path is not None:
-        env["PYTHONPATH"] = python_path
-    command = [sys.executable, "-m", "tts_container", "--host", "127.0.0.1", "--port", str(port)]
-    with open(logs, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=log, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(url, lambda: process.poll() is None, READY_TIMEOUT_S, str(logs))
-        yield url
-    finally:
-        stop_process(process)
 
 
 def container_answers(url: str, sample: list[str]) -> list[np.ndarray]:
@@ -176,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="speech-edges-") as scratch:
         for name, python_path in servers:
-            with serving(python_path, Path(scratch) / f"{name}.log") as url:
+            env = {} if python_path is None else {"PYTHONPATH": python_path}
+            with tts_serve(env, Path(scratch) / f"{name}.log") as url:
                 rows.append(row(name, container_answers(url, sample)))
         onnx = kokoro_onnx_answers(sample, Path(scratch))
     reference = None if onnx is None else row("kokoro-onnx", onnx)
