@@ -9,7 +9,7 @@ server's own send times:
 - the most concurrent streams one client process sustains: in-flight within 5% of N, a p99
   TTFAB error under 50 ms, and the client keeping time (the engine's `client_saturated` bound).
 
-"From the repository root" (issue 12): before measuring, pytest collects the whole repository in
+"From the repository root": before measuring, pytest collects the whole repository in
 this process (every test module, aws-cdk's jsii modules included), so the heap the measurement
 runs beside is the one `pytest -m qmax` from the root has. `--heap none` skips that; `--no-quiet-gc`
 measures without the engine's GC guard, to show what it removes.

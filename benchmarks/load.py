@@ -11,7 +11,7 @@ CLOCK_MONOTONIC, so for every request
 2. Open loop: the achieved against the requested rate, constant and Poisson, over 2 workers, with
    the inter-arrival coefficient of variation and the sends that left late.
 
-Goal (issue 16): 512 streams over 2 processes with p99 error <= 10 ms; rates within 3%.
+Goal: 512 streams over 2 processes with p99 error <= 10 ms; rates within 3%.
 Run: .venv/bin/python benchmarks/load.py  (about 4 minutes; report `uptime` with the figures)
 """
 

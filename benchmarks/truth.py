@@ -6,7 +6,7 @@ Each case (pytest_tts_scaling/calibration/cases.py) starts its reference server 
 runs the real measurement (`run_ladder` with a URL endpoint) twice: the adaptive search (no
 --ladder) and the exhaustive ladder of every integer 1..Q_max+1 at the same hold. A case is right
 when both give the truth (Q_max, bracketed; or every rung failing for the named reason; or a
-clear endpoint error). Goal from issue 12: the adaptive run takes at most 1/3 of the exhaustive
+clear endpoint error). Goal: the adaptive run takes at most 1/3 of the exhaustive
 one's wall time where Q_max ≥ 10. Exits 1 when any case is wrong.
 """
 

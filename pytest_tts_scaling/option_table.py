@@ -67,6 +67,26 @@ def ladder(value: str) -> tuple[int, ...]:
     return rungs
 
 
+def slo_ms(value: str) -> float | tuple[float, ...]:
+    """`3000` → 3000.0; `1000,2000,3000` → SLO tiers (1000.0, 2000.0, 3000.0): distinct positive
+    numbers, each bracketed by one run."""
+    expected = "a positive number of ms, or distinct ones separated by commas, e.g. 1000,2000,3000"
+    parts = value.split(",")
+    tiers = tuple(_number(part, float, lambda x: x > 0, expected) for part in parts)
+    if len(set(tiers)) != len(tiers):
+        raise _fail(value, expected)
+    return tiers[0] if len(tiers) == 1 else tuple(sorted(tiers))
+
+
+def hourly_rps(value: str) -> tuple[float, ...]:
+    """`0,0,...,5` → 24 rates >= 0, one per hour of a day."""
+    expected = "24 comma-separated numbers >= 0, one per hour from midnight"
+    rates = tuple(_number(part, float, lambda x: x >= 0, expected) for part in value.split(","))
+    if len(rates) != 24:
+        raise _fail(value, expected)
+    return rates
+
+
 def surge_ratio(value: str) -> float:
     return _number(value, float, lambda x: 1.0 <= x < 1.5, "a number in [1, 1.5)")
 
@@ -97,6 +117,17 @@ def endpoint_name(value: str) -> str:
     return value
 
 
+def baseline_source(value: str) -> Path | str:
+    """A qmax artifact file, or a run kept in MLflow: `mlflow:RUN_ID`, `mlflow:experiment=NAME`."""
+    if not value.startswith("mlflow:"):
+        return Path(value)
+    what = value.removeprefix("mlflow:")
+    name = what.removeprefix("experiment=")
+    if not name.strip() or (name == what and any(c.isspace() for c in what)):
+        raise _fail(value, "a qmax artifact FILE, mlflow:RUN_ID or mlflow:experiment=NAME")
+    return value
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     flag: str
@@ -115,7 +146,7 @@ class OptionSpec:
         out: dict[str, Any] = {"dest": self.dest, "help": text, "default": self.default}
         if self.action:
             out["action"] = self.action
-        else:
+        if self.action in (None, "append"):
             out["metavar"] = self.metavar
             if self.type is not None:
                 out["type"] = self.type
@@ -201,15 +232,30 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--slo-ms",
         "tts_slo_ms",
-        f"p95 time-to-first-audio-byte objective in ms. Default: {DEFAULT_SLO_MS:g}.",
-        positive_float,
+        "p95 objective in ms, on the clock {flag[slo-metric]} names; several, comma-separated "
+        "(1000,2000,3000), bracket Q_max at each tier from one run's shared rungs (the "
+        f"artifact's slo_ms is the largest). Default: {DEFAULT_SLO_MS:g}.",
+        slo_ms,
         None,
         "MS",
     ),
     OptionSpec(
+        "--slo-metric",
+        "tts_slo_metric",
+        "The clock the SLO holds: ttfab (first audio byte), audible (first audible speech as a "
+        "player starting at the first byte plays it) or playback (the earliest start from which "
+        "playback never runs dry). The search, verdicts, baseline comparison and plan use it. "
+        "Default: ttfab.",
+        None,
+        None,
+        "CLOCK",
+        ("ttfab", "audible", "playback"),
+    ),
+    OptionSpec(
         "--ladder",
         "tts_ladder",
-        "Measure exactly these concurrency rungs (the source's ladder is 1,5,10,20,30,40,50,60). "
+        "Measure exactly these concurrency rungs (the published method's ladder is "
+        "1,5,10,20,30,40,50,60). "
         "Default: none (adaptive search: N=1, then around the predicted SLO crossing, ending "
         "on N pass / N+1 fail).",
         ladder,
@@ -349,20 +395,70 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "DIR",
     ),
     OptionSpec(
+        "--mlflow",
+        "tts_mlflow",
+        "Record each step's run in MLflow (the [mlflow] extra): parameters, metrics per rung, "
+        "verdict and the artifacts, at the tracking URI MLflow resolves (MLFLOW_TRACKING_URI; "
+        "else its local sqlite:///mlflow.db). A tracking server that cannot be reached costs "
+        "one line, never the measurement. Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--mlflow-experiment",
+        "tts_mlflow_experiment",
+        "With {flag[mlflow]}: the MLflow experiment the runs go to. Default: tts-scaling-MODEL.",
+        None,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
+        "--mlflow-run-name",
+        "tts_mlflow_run_name",
+        "With {flag[mlflow]}: each run is named NAME STEP (e.g. NAME qmax). Default: the "
+        "endpoint's name (a plan: its slug).",
+        None,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
         "--qmax-artifact",
         "tts_qmax_artifact",
-        "qmax artifact for ttotal and plan. Default: none.",
+        "qmax artifact for ttotal and plan; plan takes it again for each instance type it "
+        "weighs by cost (see {flag[prices]}). Default: none.",
+        Path,
+        None,
+        "FILE",
+        action="append",
+    ),
+    OptionSpec(
+        "--ttotal-artifact",
+        "tts_ttotal_artifact",
+        "ttotal artifact for plan; again for each instance type, paired with the qmax "
+        "artifact of the same instance type and image. Default: none.",
+        Path,
+        None,
+        "FILE",
+        action="append",
+    ),
+    OptionSpec(
+        "--prices",
+        "tts_prices",
+        "Price file (JSON or TOML: price_per_hour by instance type, with currency, region, "
+        "as_of and source): plan weighs each measured instance type by cost and picks the "
+        "cheapest that meets the SLO and the surge rule. Default: none.",
         Path,
         None,
         "FILE",
     ),
     OptionSpec(
-        "--ttotal-artifact",
-        "tts_ttotal_artifact",
-        "ttotal artifact for plan. Default: none.",
-        Path,
+        "--hourly-rps",
+        "tts_hourly_rps",
+        "A day of traffic for plan's costs: 24 comma-separated requests per second, one per "
+        "hour from midnight. Default: none (a day from trough to peak and back).",
+        hourly_rps,
         None,
-        "FILE",
+        "R0,...,R23",
     ),
     OptionSpec(
         "--plan-artifact",
@@ -404,10 +500,12 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "--baseline",
         "tts_baseline",
         "Committed qmax artifact to hold this run against: fail when Q_max drops or p95 TTFAB "
-        "at a common rung rises beyond the noise of the two runs. Default: none.",
-        Path,
+        "at a common rung rises beyond the noise of the two runs. mlflow:RUN_ID reads the qmax "
+        "artifact of that MLflow run; mlflow:experiment=NAME, of the experiment's latest qmax "
+        "run whose verdict was pass. Default: none.",
+        baseline_source,
         None,
-        "FILE",
+        "FILE|mlflow:RUN",
     ),
     OptionSpec(
         "--regression-tolerance",

@@ -3,7 +3,10 @@
     pytest -m plan --tts-qmax-artifact reports/qmax-….json \
         --tts-ttotal-artifact reports/ttotal-….json --tts-peak-rps 5000 --tts-trough-rps 10
 
-Offline: reads two artifacts, writes ``plan-{model}.json`` to --tts-artifacts-dir, shows the
+Repeat both artifact options, one pair per instance type, with --tts-prices FILE to weigh them
+by cost: the plan is the cheapest that meets the SLO and the surge rule.
+
+Offline: reads the artifacts, writes ``plan-{model}.json`` to --tts-artifacts-dir, shows the
 findings and the simulated surge in the HTML report, and fails when any finding is a stop.
 """
 
@@ -21,12 +24,15 @@ pytestmark = pytest.mark.plan
 def test_plan_has_no_stop_findings(
     tts_options: RunOptions, tts_report: ReportExtras, tts_summary: list[str]
 ) -> None:
+    from pytest_tts_scaling.core.plan.render import candidate_lines
     from pytest_tts_scaling.steps.plan import run_plan
+    from pytest_tts_scaling.steps.tracking import record_plan
 
     with one_line("plan", tts_summary):
         result = run_plan(tts_options)
     plan, path = result.plan, result.path
     tts_summary.extend(f"plan: {line}" for line in result.kept)
+    tts_summary.extend(record_plan(result, tts_options))
     tts_report.artifact(plan, path, result.outcome)
     tts_report.html(render("plan.html.j2", plan=plan), name="plan findings and ModelEndpointConfig")
     tts_summary.append(
@@ -35,6 +41,7 @@ def test_plan_has_no_stop_findings(
         f"{plan.scale_in_cooldown_s} s, instances {plan.min_instances}..{plan.max_instances}, "
         f"queue_max_depth {plan.queue_max_depth}; written to {path}"
     )
+    tts_summary.extend(f"plan: {line}" for line in candidate_lines(plan))
     tts_summary.extend(
         f"plan {f.verdict}: {f.name}: {f.recommendation}"
         for f in plan.findings

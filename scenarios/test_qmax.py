@@ -103,7 +103,9 @@ def test_qmax_no_regression_against_baseline(
     tts_options: RunOptions,
     tts_report: ReportExtras,
     tts_summary: list[str],
+    pytestconfig: pytest.Config,
 ) -> None:
+    from pytest_tts_scaling.stash import COMPARISON_KEY
     from pytest_tts_scaling.steps.baseline import compare_with_baseline
 
     if qmax_baseline is None:
@@ -111,6 +113,7 @@ def test_qmax_no_regression_against_baseline(
     artifact = tts_ladder.artifact
     with one_line("qmax", tts_summary, "--tts-baseline refused"):
         comparison = compare_with_baseline(qmax_baseline, tts_ladder, tts_options)
+    pytestconfig.stash[COMPARISON_KEY] = comparison  # the MLflow run's verdict counts it
     tts_report.svg(ladder_svg(artifact, baseline=qmax_baseline), name="ladder against the baseline")
     tts_report.html(render("compare.html.j2", comparison=comparison), name="regression checks")
     tts_summary.extend(f"qmax baseline: warning: {w}" for w in comparison.warnings)

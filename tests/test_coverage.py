@@ -1,4 +1,4 @@
-"""The p95 interval keeps its promise on correlated closed-loop data (issue 12, item 7).
+"""The p95 interval keeps its promise on correlated closed-loop data.
 
 Consecutive requests of a closed loop are correlated: a slow moment slows every request in
 flight. The simulated sequence is a lognormal AR(1) (lag-one correlation of the log 0.6), a

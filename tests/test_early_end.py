@@ -1,4 +1,4 @@
-"""A rung whose window already holds a clear failure ends there (issue 12: the exact answer, fast).
+"""A rung whose window already holds a clear failure ends there (the exact answer, fast).
 
 The rule is the bracket's own criterion, stricter: a usable window whose p95 interval (at 99%)
 lies above the SLO. A pass, a doubtful failure or an unsettled window is held to its end.

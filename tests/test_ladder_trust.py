@@ -1,4 +1,4 @@
-"""What makes a qmax answer less trustworthy than it looks is measured and said (issue 18)."""
+"""What makes a qmax answer less trustworthy than it looks is measured and said."""
 
 from __future__ import annotations
 

@@ -224,3 +224,24 @@ def test_scenario_fails_without_artifacts(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(failed=1)
     both = "--tts-qmax-artifact (tts-bench: --qmax-artifact) FILE and --tts-ttotal-artifact"
     result.stdout.fnmatch_lines([f"*plan needs {both}*"])
+
+
+def test_scenario_weighs_two_instance_types(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    from tests.test_plan_candidates import PRICE_FILE, cpu
+
+    c = cpu(0.2)
+    q_cpu = save(c.qmax, tmp_path / "in" / "qmax-cpu.json")
+    t_cpu = save(c.ttotal, tmp_path / "in" / "ttotal-cpu.json")
+    result = run_scenario(
+        pytester,
+        *inputs(),
+        *("--qmax-artifact", q_cpu, "--ttotal-artifact", t_cpu, "--prices", PRICE_FILE),
+        "--artifacts-dir",
+        tmp_path / "out",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*plan warn: target 37.5, scale-in 25*instances 3..1242*", "*plan: * ml.c5.xlarge *"]
+    )
+    written = load(tmp_path / "out" / "plan-kokoro-82m.json", PlanArtifact)
+    assert [c.chosen for c in written.candidates or ()] == [False, True]

@@ -102,3 +102,17 @@ def test_a_broken_records_file_exits_2_naming_the_line(
     (tmp_path / "r.jsonl").write_text('{"request_id": "a"}\n{not json\n')
     assert main(["export", str(path), "--csv", str(tmp_path / "out")]) == 2
     assert "r.jsonl: line 2: not JSON" in capsys.readouterr().err
+
+
+def test_a_plan_that_weighed_instance_types_exports_its_candidates(tmp_path: Path) -> None:
+    from pytest_tts_scaling.artifacts import save
+    from tests.test_plan_candidates import cpu, gpu, weigh
+
+    path = save(weigh(gpu(), cpu(0.2)).artifact, tmp_path / "plan-kokoro-82m.json")
+    assert main(["export", str(path), "--csv", str(tmp_path / "csv")]) == 0
+    rows = _rows(tmp_path / "csv" / "plan-kokoro-82m.candidates.csv")
+    assert [(r["instance_type"], r["chosen"]) for r in rows] == [
+        ("ml.g5.xlarge", "False"),
+        ("ml.c5.xlarge", "True"),
+    ]
+    assert float(rows[1]["cost_per_day"]) < float(rows[0]["cost_per_day"])

@@ -3,6 +3,7 @@ default is not called the untrained development model (its slug is local- either
 
 from __future__ import annotations
 
+from pytest_tts_scaling.core.plan import PlanInputs
 from pytest_tts_scaling.core.plan.render import inputs_record
 from pytest_tts_scaling.core.schema import TtotalArtifact
 from pytest_tts_scaling.report.extras import made_by_dev_model, weights_label
@@ -27,14 +28,12 @@ def test_a_ttotal_artifact_carries_the_weights_of_its_qmax_run() -> None:
 
 
 def test_a_plan_names_the_weights_of_the_qmax_it_rests_on() -> None:
-    class Inputs:
-        surge_ratio, peak_rps, trough_rps, min_floor = 1.25, 50.0, 1.0, 1
-        allow_config_mismatch = False
-        qmax_name, ttotal_name = "qmax.json", "ttotal.json"
-
+    inputs = PlanInputs(
+        peak_rps=50.0, trough_rps=1.0, qmax_name="qmax.json", ttotal_name="ttotal.json"
+    )
     for weights, dev in ((TRAINED, False), (UNTRAINED, True)):
         qmax = _local_qmax(weights)
-        record = inputs_record(qmax, emulated_ttotal(qmax), Inputs())  # type: ignore[arg-type]
+        record = inputs_record(qmax, emulated_ttotal(qmax), inputs)
         plan = make_plan(slug="local-12345678", inputs=record.model_dump())
         assert (weights_label(plan), made_by_dev_model(plan)) == (weights, dev)
 

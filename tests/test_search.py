@@ -2,7 +2,7 @@
 
 Each curve gives p95 TTFAB, throughput and mean latency at N for a server of known shape; the
 search must end on the exact Q_max, bracketed by N+1, in at most a third of the rungs of a
-fixed ladder of every integer up to Q_max + 1 (issue 12, item 8) wherever Q_max >= 10.
+fixed ladder of every integer up to Q_max + 1 wherever Q_max >= 10.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from speech_infra.naming import alarm_name, endpoint_name
 
 ONE_MINUTE = cdk.Duration.minutes(1)
 TEN_SECONDS = cdk.Duration.seconds(10)
-# A scale-out took 320 s in the source measurement: being over target for 6 minutes is not a
-# transient the policy is still reacting to.
+# A scale-out took 320 s in the published method's measurement (the blog post docs/method.md
+# names): being over target for 6 minutes is not a transient the policy is still reacting to.
 OVER_TARGET_MINUTES = 6
 OVER_TARGET_PERIODS = OVER_TARGET_MINUTES * 6  # of 10 s
 

@@ -162,7 +162,13 @@ def _differences(config: ModelEndpointConfig, plan: PlanArtifact, shown: str) ->
             "paste its config_block into speech_infra/registry.py"
         )
     kind = config.instance_type.removeprefix("ml.").replace(".", "")
-    if plan.slug.split("-", 1)[0] != kind:
+    if plan.candidates and plan.instance_type != config.instance_type:
+        notes.append(
+            f"{shown} chose {plan.instance_type} as the cheapest of {len(plan.candidates)} "
+            f"instance types weighed, but the endpoint runs {config.instance_type}: its thresholds "
+            "and fleet are the chosen type's; paste its config_block into speech_infra/registry.py"
+        )
+    elif plan.slug.split("-", 1)[0] != kind:
         notes.append(
             f"{shown} was measured on slug {plan.slug!r}, but the endpoint runs "
             f"{config.instance_type}: re-measure on that instance type"

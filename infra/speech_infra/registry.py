@@ -105,9 +105,10 @@ class ModelEndpointConfig:
 
 
 REGISTRY: dict[str, ModelEndpointConfig] = {
-    # Pasted from `tts-bench plan` on the source measurement (Q_max 50, T_total 320.2 s, SLO
-    # 3000 ms): reports/examples/source/plan-kokoro-82m.json's config_block, which a test holds
-    # this entry to. The fleet comes from measured throughput, not rps x S / C_scale_max (9).
+    # Pasted from `tts-bench plan` on the published method's measurement (docs/method.md; Q_max
+    # 50, T_total 320.2 s, SLO 3000 ms): reports/examples/source/plan-kokoro-82m.json's
+    # config_block, which a test holds this entry to. The fleet comes from measured throughput,
+    # not rps x S / C_scale_max (9).
     "kokoro-82m": ModelEndpointConfig(
         model_name="kokoro-82m",
         instance_type="ml.g5.xlarge",

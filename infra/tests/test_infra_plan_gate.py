@@ -167,3 +167,21 @@ def test_a_broken_plan_fails_even_when_the_registry_disables_scaling(tmp_path: P
     (reports / "plan-kokoro-82m.json").write_text("{}")
     with pytest.raises(ArtifactError):
         decide(reports, max_instances=1)
+
+
+def test_a_plan_that_weighed_instance_types_gates_on_the_chosen_one(tmp_path: Path) -> None:
+    from tests.test_plan_candidates import cpu, gpu, weigh
+
+    reports = tmp_path / "reports"
+    plan = weigh(gpu(), cpu(0.2)).artifact  # the CPU instance is chosen
+    chosen = next(c for c in plan.candidates or () if c.chosen)
+    write_plan(reports, plan)
+    decision = decide(reports)
+    assert decision.autoscaling
+    assert decision.plan is not None
+    assert decision.plan.max_instances == chosen.max_instances
+    assert f"instances {chosen.min_instances}..{chosen.max_instances}" in decision.message
+    note = next(n for n in decision.notes if "chose" in n)
+    assert "chose ml.c5.xlarge as the cheapest of 2 instance types weighed" in note
+    assert "the endpoint runs ml.g5.xlarge" in note
+    assert not [n for n in decision.notes if "measured on slug" in n]

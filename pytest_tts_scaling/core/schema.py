@@ -17,6 +17,15 @@ PLAN_SCHEMA: Final = "tts-scaling/plan/2"
 PLAN_SCHEMA_V1: Final = "tts-scaling/plan/1"
 
 Transport = Literal["response-stream", "bidi"]
+# The clock the SLO holds (docs/method.md#the-listeners-clocks): first audio byte, first audible
+# speech as it plays, or glitch-free playback.
+SloMetric = Literal["ttfab", "audible", "playback"]
+# How each clock is named where a verdict is put in words.
+CLOCK_WORDS: Final[dict[str, str]] = {
+    "ttfab": "TTFAB",
+    "audible": "first audible speech",
+    "playback": "glitch-free playback",
+}
 Verdict = Literal["ok", "warn", "stop"]
 
 
@@ -103,7 +112,7 @@ class Provenance(_Model):
 
 
 class ClientTiming(_Model):
-    """The load client's own timekeeping over a measure window (issue 12: client honesty).
+    """The load client's own timekeeping over a measure window (client honesty).
 
     `lag_*`: how late the client's event loop woke a 5 ms ticker; every timestamp the client
     takes is late by about as much, so this bounds its TTFAB error. `cpu_share`: the loop
@@ -181,7 +190,7 @@ class Rung(_Model):
     cw_period_s: int | None = None
     instance_count: int | None = None
     client: ClientTiming | None = None
-    # Goodput (issue 12): every request started in the window counts.
+    # Goodput: every request started in the window counts.
     # `slo` (p95 above the SLO), `errors` (more than 1% of requests ended without audio) or `wer`
     # (the quality SLO: --max-wer, --max-wer-increase).
     fail_reason: str | None = None
@@ -190,6 +199,9 @@ class Rung(_Model):
     # Requests of the window cut after waiting the stall bound for their answer's body while the
     # endpoint answered others: slow (above the SLO in the p95), not errors.
     waited_past_bound: int = Field(default=0, ge=0)
+    # Delivered requests of the window the listener hung up on (a scenario's [listener] table):
+    # served, their TTFAB in the goodput; latency and RTF are of the answers heard to the end.
+    hung_up: int = Field(default=0, ge=0)
     # p95 TTFAB with every request that ended without audio counted above the SLO.
     goodput_ttfab_p95_ms: float | None = None
     # Earlier measurements of this concurrency that this one replaced, and what they showed
@@ -209,6 +221,42 @@ class Rung(_Model):
     load_avg_1m: float | None = None
     # Fewer completions than a p95 needs (ladder.MIN_COMPLETIONS), even after extending.
     few_samples: bool = False
+    # The listener's clocks (docs/method.md#the-listeners-clocks): when the first audible sample
+    # plays (a player starting at the first audio byte, waiting whenever it runs dry), and the
+    # earliest start from which playback never runs dry. None where they could not be timed.
+    speech_ms: Summary | None = None
+    glitch_free_ms: Summary | None = None
+    # Throughput in speech units: characters of delivered texts per second of the window
+    # (audio seconds per second is `audio_throughput`).
+    chars_per_s: float | None = None
+    # The clock the verdict held to the SLO and, where it is not TTFAB, the goodput p95 and its
+    # interval on that clock (for TTFAB they are goodput_ttfab_p95_ms and ttfab_p95_ci_ms).
+    slo_metric: SloMetric = "ttfab"
+    slo_p95_ms: float | None = None
+    slo_p95_ci_ms: Interval | None = None
+
+    @property
+    def judged_ms(self) -> Summary | None:
+        """The delivered requests' times on the SLO's clock."""
+        return {
+            "ttfab": self.ttfab_ms,
+            "audible": self.speech_ms,
+            "playback": self.glitch_free_ms,
+        }[self.slo_metric]
+
+    @property
+    def judged_p95_ms(self) -> float | None:
+        """The p95 the verdict used: goodput on the SLO's clock where recorded."""
+        if self.slo_metric != "ttfab":
+            return self.slo_p95_ms
+        if self.goodput_ttfab_p95_ms is not None:
+            return self.goodput_ttfab_p95_ms
+        return self.ttfab_ms.p95
+
+    @property
+    def judged_ci_ms(self) -> Interval | None:
+        """The confidence interval of :attr:`judged_p95_ms`."""
+        return self.ttfab_p95_ci_ms if self.slo_metric == "ttfab" else self.slo_p95_ci_ms
 
 
 class AudioReferenceSummary(_Model):
@@ -219,6 +267,15 @@ class AudioReferenceSummary(_Model):
     # False: no reference answer rose above its silence level, so none is judged silent.
     audible: bool
     tolerance: float = Field(ge=0, le=1)
+
+
+class SloTier(_Model):
+    """Q_max at one of several SLOs bracketed by one run (--slo-ms 1000,2000,3000)."""
+
+    slo_ms: float = Field(gt=0)
+    q_max: int | None
+    q_max_bracketed: bool
+    inconclusive: list[int] = Field(default_factory=list)
 
 
 class QmaxArtifact(_Model):
@@ -258,6 +315,12 @@ class QmaxArtifact(_Model):
     # whose p95 interval still held the SLO after their extensions: the answer is inconclusive.
     # Absent from artifacts written before it was kept (read as none).
     inconclusive: list[int] = Field(default_factory=list)
+    # The clock the SLO held (older artifacts: TTFAB), and throughput in speech units at Q_max.
+    slo_metric: SloMetric = "ttfab"
+    chars_per_s_at_q_max: float | None = None
+    audio_s_per_s_at_q_max: float | None = None
+    # With several SLOs: Q_max at each, ascending, from the same rungs (the last is slo_ms's).
+    slo_tiers: list[SloTier] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -316,6 +379,55 @@ class ArtifactRef(_Model):
     weights: str | None = None
 
 
+def _absent(value: object) -> bool:
+    """Fields added after a plan's bytes were fixed are left out when unset, so a plan that does
+    not use them keeps its bytes."""
+    return value is None
+
+
+class PlanPrices(_Model):
+    """Where a plan's instance prices came from: the file and what it says of itself."""
+
+    file: str | None = None
+    currency: str
+    region: str | None = None
+    as_of: str | None = None
+    source: str | None = None
+
+
+class PlanCandidate(_Model):
+    """One instance type the plan weighed: its fleet, policy and cost for the given traffic, and
+    whether it was chosen or why it lost. Costs are per instance hour x instances."""
+
+    instance_type: str
+    slug: str
+    qmax_artifact: ArtifactRef
+    ttotal_artifact: ArtifactRef
+    q_max: int
+    per_instance_rps_at_c_scale_max: float
+    t_total_s: float
+    # The fleet at trough and at peak.
+    min_instances: int
+    max_instances: int
+    policy: PlanPolicy
+    verdict: Verdict
+    # The stop findings that disqualify it (the SLO and the surge rule), if any.
+    stops: list[str] = Field(default_factory=list)
+    price_per_hour: float
+    cost_per_hour_at_peak: float
+    cost_per_hour_at_trough: float
+    # A simulated day of the given traffic under the candidate's policy.
+    instance_hours_per_day: float
+    cost_per_day: float
+    requests_served_per_day: float
+    shed_fraction_per_day: float
+    # Mean seconds of audio per answer the ladder measured (None where it did not record it).
+    audio_s_per_request: float | None = None
+    cost_per_audio_hour: float | None = None
+    chosen: bool
+    why: str
+
+
 class PlanInputsRecord(_Model):
     """What the plan was asked for and computed from. Every field is optional so a schema 1
     plan's free-form inputs read into it; a plan `tts-bench plan` writes has them all."""
@@ -328,6 +440,10 @@ class PlanInputsRecord(_Model):
     allow_config_mismatch: bool | None = None
     qmax_artifact: ArtifactRef | None = None
     ttotal_artifact: ArtifactRef | None = None
+    # Requests per second for each hour of a day (--hourly-rps), when the day was given; the price
+    # file the candidates were weighed with (--prices). Absent, not null, when not given.
+    hourly_rps: list[float] | None = Field(default=None, exclude_if=_absent)
+    prices: PlanPrices | None = Field(default=None, exclude_if=_absent)
 
 
 class PlanCurve(_Model):
@@ -389,6 +505,9 @@ class PlanArtifact(_Model):
     service_curve: PlanCurve | None = None
     policy: PlanPolicy | None = None
     surge_instances: int | None = None
+    # Every instance type weighed by cost (--prices), the chosen one among them; the fields above
+    # are the chosen candidate's plan. Absent from a plan of one unpriced candidate.
+    candidates: list[PlanCandidate] | None = Field(default=None, exclude_if=_absent)
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

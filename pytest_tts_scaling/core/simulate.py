@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -330,3 +330,13 @@ def diurnal_trace(
     t = np.arange(0.0, hours * 3600.0, dt_s)
     phase = (1.0 - np.cos(2.0 * math.pi * t / 86400.0)) / 2.0
     return np.asarray(trough_rps + (peak_rps - trough_rps) * phase, dtype=float)
+
+
+def hourly_trace(hourly_rps: Sequence[float], *, dt_s: float = 1.0) -> NDArray[np.float64]:
+    """A day of traffic from one rate per hour: each rate at the middle of its hour, linear in
+    between, the day wrapping from its last hour to its first."""
+    hours = len(hourly_rps)
+    t = np.arange(0.0, hours * 3600.0, dt_s)
+    middles = (np.arange(hours + 2) - 0.5) * 3600.0
+    rates = [hourly_rps[-1], *hourly_rps, hourly_rps[0]]
+    return np.asarray(np.interp(t + dt_s / 2, middles, rates), dtype=float)

@@ -42,7 +42,7 @@ MARKER_PREFIX = "TTS_MARKER "
 # A probe p95 within this factor of the ladder's p95 at the post-scale concurrency is recovered.
 RECOVERY_FACTOR = 1.25
 # Without a deployed policy to read: 10 s high-resolution period × 3 evaluation periods + a 30 s
-# scale-out cooldown, the source's bound.
+# scale-out cooldown, the published method's bound.
 DEFAULT_POLICY_LAG_S = 10 * 3 + 30
 
 
@@ -153,7 +153,7 @@ def probe_rung(qmax: QmaxArtifact) -> tuple[int, int]:
     """(probe concurrency, post-scale concurrency per instance) chosen from the artifact.
 
     The probe must run at a measured rung whose half was measured too, so recovery can be
-    judged against a measured p95. 10 and 5 when measured (the source's choice), else the
+    judged against a measured p95. 10 and 5 when measured (the published method's choice), else the
     largest such pair within Q_max, else the smallest pair at all.
     """
     usable = {r.concurrency: r for r in qmax.rungs if r.usable and r.ttfab_ms.p95 is not None}

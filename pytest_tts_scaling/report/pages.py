@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pytest_tts_scaling.artifacts import write_atomic
-from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, PlanArtifact, QmaxArtifact, TtotalArtifact
 from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL, doubt_line
 from pytest_tts_scaling.report.extras import (
     UNTRAINED_NOTE,
@@ -29,6 +29,7 @@ from pytest_tts_scaling.report.extras import (
 )
 from pytest_tts_scaling.report.plots import (
     ladder_svg,
+    listener_svg,
     throughput_svg,
     ttfab_distribution_svg,
     underrun_svg,
@@ -95,7 +96,7 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
     found = artifact.q_max is not None
     s_mean, s_p95 = artifact.s_mean_s, artifact.s_p95_s
     facts = [
-        Fact("SLO", f"p95 TTFAB ≤ {artifact.slo_ms:g} ms"),
+        Fact("SLO", f"p95 {CLOCK_WORDS[artifact.slo_metric]} ≤ {artifact.slo_ms:g} ms"),
         Fact("endpoint", artifact.endpoint),
         Fact("slug", artifact.slug),
         Fact("model · transport", f"{artifact.model} · {artifact.transport}"),
@@ -108,6 +109,26 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         ),
         Fact("measured at", artifact.provenance.measured_at),
     ]
+    if artifact.slo_tiers:
+        facts.insert(
+            1,
+            Fact(
+                "Q_max per SLO tier",
+                " · ".join(
+                    f"{t.slo_ms:g} ms: {t.q_max if t.q_max is not None else 'none'}"
+                    for t in artifact.slo_tiers
+                ),
+            ),
+        )
+    if artifact.chars_per_s_at_q_max is not None:
+        facts.insert(
+            1,
+            Fact(
+                "speech served at Q_max",
+                f"{artifact.chars_per_s_at_q_max:.0f} characters/s, "
+                f"{artifact.audio_s_per_s_at_q_max or 0.0:.2f} audio s/s",
+            ),
+        )
     host = artifact.host
     if host is not None:
         gpu = f", {host.gpu}" if host.gpu else ""
@@ -147,7 +168,8 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         else [
             Figure(
                 "ladder",
-                "p95 TTFAB against concurrency, with its 95% interval and the SLO",
+                f"p95 {CLOCK_WORDS[artifact.slo_metric]} against concurrency, with its 95% "
+                "interval and the SLO",
                 ladder_svg(artifact),
             ),
             Figure(
@@ -163,6 +185,14 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
             Figure("underrun", "underrun per rung", underrun_svg(artifact)),
         ]
     )
+    if any(r.speech_ms or r.glitch_free_ms for r in rungs):
+        figures.append(
+            Figure(
+                "listener",
+                "the listener's clocks per rung: first audible speech and glitch-free playback",
+                listener_svg(artifact),
+            )
+        )
     return View(
         kind="qmax",
         subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
@@ -240,6 +270,15 @@ def plan_view(
         Fact("queue_max_depth", str(plan.queue_max_depth)),
         Fact("slug", plan.slug),
     ]
+    chosen = next((c for c in plan.candidates or () if c.chosen), None)
+    if chosen is not None and plan.inputs.prices is not None:
+        facts.append(
+            Fact(
+                "instance type",
+                f"{chosen.instance_type} of {len(plan.candidates or ())} weighed: "
+                f"{plan.inputs.prices.currency} {chosen.cost_per_day:,.2f} a day",
+            )
+        )
     trust = [
         Fact(f.name, f.verdict, VERDICT_STATE[f.verdict])
         for f in plan.findings

@@ -21,10 +21,18 @@ from pytest_tts_scaling.artifacts import keep_previous, kept_lines, save
 from pytest_tts_scaling.core.audio import AudioReference
 from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestSpec
-from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
+from pytest_tts_scaling.core.schema import (
+    CLOCK_WORDS,
+    Provenance,
+    QmaxArtifact,
+    Rung,
+    SloTier,
+    qmax_filename,
+)
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
+    at_slo,
     falls_in_p95,
     inconclusive_rungs,
     select_qmax,
@@ -47,6 +55,7 @@ from pytest_tts_scaling.steps.qmax_words import (
     again_line,
     client_saturation_lines,
     progress_line,
+    tier_words,
     trust_lines,
 )
 
@@ -66,7 +75,7 @@ class LadderResult:
         a = self.artifact
         lines = [
             f"qmax: {verdict_words(a)} for {a.model} over {a.transport} on {a.slug} "
-            f"at p95 TTFAB <= {a.slo_ms:g} ms",
+            f"at p95 {CLOCK_WORDS[a.slo_metric]} <= {a.slo_ms:g} ms",
             f"qmax: artifact {self.path}",
             f"qmax: per-request records {self.records_path}",
         ]
@@ -76,6 +85,8 @@ class LadderResult:
             lines.append("qmax: measured on the untrained development model (real architecture)")
         elif a.deployed_config.weights is not None:
             lines.append(f"qmax: measured on Kokoro-82M, weights {a.deployed_config.weights}")
+        for tier in a.slo_tiers:
+            lines.append(f"qmax: {tier_words(a, tier)}")
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
         lines.extend(client_saturation_lines(a.rungs))
@@ -174,6 +185,7 @@ def run_ladder(
         by_c = {r.concurrency: r for r in rungs}
         c1 = by_c.get(1)
         usable_c1 = c1 if c1 is not None and c1.usable else None
+        at_q_max = by_c.get(q_max) if q_max is not None else None
         return QmaxArtifact(
             model=run.model,
             endpoint=endpoint.name,
@@ -181,6 +193,7 @@ def run_ladder(
             slug=endpoint.slug,
             deployed_config=endpoint.deployed,
             slo_ms=settings.slo_ms,
+            slo_metric=run.slo_metric,
             q_max=q_max,
             q_max_bracketed=bracketed,
             s_mean_s=_s(usable_c1.latency_ms.mean) if usable_c1 else None,
@@ -217,6 +230,9 @@ def run_ladder(
             non_monotonic=falls_in_p95(rungs),
             audio_reference=reference.summary() if reference is not None else None,
             inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
+            chars_per_s_at_q_max=at_q_max.chars_per_s if at_q_max else None,
+            audio_s_per_s_at_q_max=at_q_max.audio_throughput if at_q_max else None,
+            slo_tiers=slo_tiers(rungs, settings.slo_tiers_ms),
         )
 
     def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
@@ -266,6 +282,9 @@ def run_ladder(
                         f"{path}, marked incomplete"
                     ),
                 )
+            if run.slo_metric == "audible" and (reference is None or not reference.audible):
+                refusal = InputError(audible_refusal(endpoint))
+                stop(rungs, "refused: nothing audible at N=1", refusal)
             rung = rung.model_copy(update={"run": run_index, "phase": step.phase})
             rungs[:] = add_measurement(rungs, rung)
             rung = rungs[-1]
@@ -289,6 +308,16 @@ def run_ladder(
     result = artifact(annotated, complete=True, stop_reason=None)
     save(result, path)
     return LadderResult(artifact=result, path=path, records_path=records_path)
+
+
+def audible_refusal(endpoint: Endpoint) -> str:
+    """Why the audible clock cannot time this endpoint: its answers at N=1 held no 16-bit audio
+    that rose above its own silence, so no sample of any answer can be called speech."""
+    return (
+        f"{both_flags('--slo-metric')} audible: the answers of {endpoint.name} at N=1 never rose "
+        "above their own silence level (or carried no 16-bit audio), so no answer has an audible "
+        "start to time; expected answers with speech, or the ttfab or playback clock"
+    )
 
 
 def wait_gap(gap_s: float, step: Step, progress: Progress, eta_s: Callable[[float], float]) -> None:
@@ -316,12 +345,36 @@ def _eta_s(
 
 
 def _next(rungs: list[Rung], endpoint: Endpoint, settings: ResolvedOptions) -> Step | None:
-    return next_step(
-        rungs,
-        settings.slo_ms,
-        ladder=settings.ladder,
-        max_concurrency=search_top(endpoint, settings),
-    )
+    """The next rung of the lowest SLO tier not yet bracketed (one tier: the SLO's)."""
+    for slo_ms in settings.slo_tiers_ms:
+        step = next_step(
+            at_slo(rungs, slo_ms) if slo_ms != settings.slo_ms else rungs,
+            slo_ms,
+            ladder=settings.ladder,
+            max_concurrency=search_top(endpoint, settings),
+        )
+        if step is not None:
+            return step
+    return None
+
+
+def slo_tiers(rungs: list[Rung], tiers_ms: tuple[float, ...]) -> list[SloTier]:
+    """Q_max at each SLO tier from the same rungs; none for a run of one SLO."""
+    if len(tiers_ms) < 2:
+        return []
+    tiers = []
+    for slo_ms in tiers_ms:
+        judged = at_slo(rungs, slo_ms)
+        q_max, bracketed = select_qmax(judged, slo_ms)
+        tiers.append(
+            SloTier(
+                slo_ms=slo_ms,
+                q_max=q_max,
+                q_max_bracketed=bracketed,
+                inconclusive=inconclusive_rungs(judged, q_max, slo_ms),
+            )
+        )
+    return tiers
 
 
 def _s(ms: float | None) -> float | None:

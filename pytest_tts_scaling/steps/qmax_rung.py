@@ -18,16 +18,19 @@ from pytest_tts_scaling.artifacts import append_jsonl
 from pytest_tts_scaling.core.audio import AudioReference, TextKey, judge_answers
 from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec
-from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, Rung
 from pytest_tts_scaling.core.search import Step
 from pytest_tts_scaling.core.stats import quantile_ci, time_weighted_in_flight
 from pytest_tts_scaling.core.timeline import from_epoch_ns, iso
 from pytest_tts_scaling.core.verdicts import (
+    RecordClock,
     RungInputs,
     delivered,
-    goodput_ttfab_ms,
+    goodput_ms,
     judge,
+    record_clock,
     straddles_slo,
+    ttfab,
     unusable_reason,
 )
 from pytest_tts_scaling.endpoints.base import Endpoint
@@ -83,6 +86,8 @@ def measure_rung(
     `quality`: with --wer-sample, a few answers are kept and transcribed after the rung.
     """
     concurrency = step.concurrency
+    metric = settings.run.slo_metric
+    clock = record_clock(metric, reference)
     before = endpoint.instance_count()
     inputs: list[dict[str, object]] = []
     texts: dict[str, str | None] = {}
@@ -95,14 +100,15 @@ def measure_rung(
         return spec
 
     heard: list[RequestRecord] = []
-    clock = WindowClock()
+    window_clock = WindowClock()
 
     def rest_s() -> float:
         """The rung's time left: to its window's end, then the drain's bound."""
-        if not clock.end_ns:  # the engine has not started the load yet
+        if not window_clock.end_ns:  # the engine has not started the load yet
             return settings.hold_s
         now = time.perf_counter_ns()
-        return max(0.001, (clock.end_ns - now) / 1e9 + (clock.drain_s if clock.draining else 0))
+        drain_s = window_clock.drain_s if window_clock.draining else 0
+        return max(0.001, (window_clock.end_ns - now) / 1e9 + drain_s)
 
     def extended(reason: str, more_s: float) -> None:
         progress(
@@ -121,14 +127,21 @@ def measure_rung(
         while True:
             await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
             elapsed = (time.perf_counter_ns() - started) / 1e9
-            if clock.draining:
+            if window_clock.draining:
                 in_flight = len(inputs) - len(heard)
-                progress(drain_line(step, in_flight, clock.drain_s, eta_s(rest_s())))
+                progress(drain_line(step, in_flight, window_clock.drain_s, eta_s(rest_s())))
             else:
-                window_s = max(settings.measure_s, (clock.end_ns - window_start_ns) / 1e9)
+                window_s = max(settings.measure_s, (window_clock.end_ns - window_start_ns) / 1e9)
                 progress(
                     live_line(
-                        step, settings, heard, window_start_ns, elapsed, eta_s(rest_s()), window_s
+                        step,
+                        settings,
+                        heard,
+                        window_start_ns,
+                        elapsed,
+                        eta_s(rest_s()),
+                        window_s,
+                        clock,
                     )
                 )
             at = ticks.pop(0) if ticks else at + PROGRESS_EVERY_S
@@ -143,13 +156,15 @@ def measure_rung(
                     concurrency=concurrency,
                     hold_s=settings.hold_s,
                     measure_s=settings.measure_s,
-                    should_extend=extension_rule(settings.slo_ms, settings.measure_s, extended),
+                    should_extend=extension_rule(
+                        settings.slo_ms, settings.measure_s, extended, clock, settings.slo_tiers_ms
+                    ),
                     max_extensions=MOST_EXTENSIONS,
-                    should_end=clear_failure_rule(concurrency, settings.slo_ms, heard),
+                    should_end=clear_failure_rule(concurrency, settings.slo_ms, heard, clock),
                     stall_s=stall_s,
                     on_record=heard.append,
                     on_audio=on_audio,
-                    clock=clock,
+                    clock=window_clock,
                 )
             finally:
                 ticker.cancel()
@@ -185,6 +200,8 @@ def measure_rung(
             client_lag_bound_ms=lag_bound,
         ),
         settings.slo_ms,
+        metric,
+        reference,
     )
     client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
     update = {
@@ -205,7 +222,11 @@ def _str(value: object) -> str | None:
 
 
 def extension_rule(
-    slo_ms: float, measure_s: float, on_extend: Callable[[str, float], None] | None = None
+    slo_ms: float,
+    measure_s: float,
+    on_extend: Callable[[str, float], None] | None = None,
+    clock: RecordClock = ttfab,
+    tiers_ms: tuple[float, ...] = (),
 ) -> ShouldExtend:
     """How much longer a rung's window must run, given the extensions so far (0: not at all).
 
@@ -213,7 +234,8 @@ def extension_rule(
     extensions, so a slow or busy endpoint is judged on enough requests rather than on one: each
     as long as the rate seen so far needs to reach them (a quarter more, at least a quarter and
     at most one measure window). A p95 interval that contains the SLO earns up to
-    MAX_EXTENSIONS more measure windows. `on_extend(reason, seconds)` hears each one granted.
+    MAX_EXTENSIONS more measure windows (the p95 on the SLO's `clock`; with SLO `tiers_ms`, one
+    that contains any of them). `on_extend(reason, seconds)` hears each one granted.
     """
     granted = 0
 
@@ -233,20 +255,25 @@ def extension_rule(
             needed_s = SAMPLE_MARGIN * (MIN_COMPLETIONS - completed) * window_s / completed
             more_s = min(measure_s, max(SHORTEST_SAMPLE_EXTENSION * measure_s, needed_s))
             return grant(reason, more_s)
-        if granted < MAX_EXTENSIONS and (interval := straddles_slo(window, slo_ms)) is not None:
-            reason = (
-                f"p95 interval {interval.low:.0f}-{interval.high:.0f} ms holds the SLO "
-                f"{slo_ms:g} ms"
-            )
-            return grant(reason, measure_s)
+        for tier_ms in tiers_ms or (slo_ms,):
+            interval = straddles_slo(window, tier_ms, clock) if granted < MAX_EXTENSIONS else None
+            if interval is not None:
+                reason = (
+                    f"p95 interval {interval.low:.0f}-{interval.high:.0f} ms holds the SLO "
+                    f"{tier_ms:g} ms"
+                )
+                return grant(reason, measure_s)
         return 0.0
 
     return should_extend
 
 
-def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecord]) -> ShouldEnd:
+def clear_failure_rule(
+    concurrency: int, slo_ms: float, heard: list[RequestRecord], clock: RecordClock = ttfab
+) -> ShouldEnd:
     """Whether the requests that started in the window and have ended already make a usable rung
-    whose p95 interval (at EARLY_END_LEVEL) lies above the SLO: the verdict's window would add
+    whose p95 interval on the SLO's `clock` (at EARLY_END_LEVEL) lies above the SLO: the
+    verdict's window would add
     the requests still running, the slowest, so it would fail as clearly. A window with no more
     than 5% above the SLO cannot, and costs one pass over the new records to rule out.
     """
@@ -258,7 +285,7 @@ def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecor
         for record in heard[scanned:]:
             if record.start_ns >= window_start_ns:
                 window.append(record)
-                above += not delivered(record) or (record.ttfab_ms or 0.0) > slo_ms
+                above += not delivered(record) or (clock(record) or 0.0) > slo_ms
         scanned = len(heard)
         if len(window) < MIN_COMPLETIONS or above <= 0.05 * len(window):
             return False
@@ -269,9 +296,9 @@ def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecor
             concurrency_mean=concurrency,
             concurrency_max=concurrency,
         )
-        if unusable_reason(so_far, slo_ms) is not None:
+        if unusable_reason(so_far, slo_ms, clock) is not None:
             return False
-        interval = quantile_ci(goodput_ttfab_ms(window, slo_ms), level=EARLY_END_LEVEL)
+        interval = quantile_ci(goodput_ms(window, slo_ms, clock), level=EARLY_END_LEVEL)
         return interval is not None and interval.low > slo_ms
 
     return should_end
@@ -304,9 +331,10 @@ def live_line(
     elapsed_s: float,
     eta_s: float,
     window_s: float | None = None,
+    clock: RecordClock = ttfab,
 ) -> str:
-    """One rung in progress: N, phase, p95 so far against the SLO, and the whole run's ETA.
-    `window_s`: the measure window as extended so far (--measure-s when not)."""
+    """One rung in progress: N, phase, p95 so far (on the SLO's `clock`) against the SLO, and the
+    whole run's ETA. `window_s`: the measure window as extended so far (--measure-s when not)."""
     warmup_s = settings.hold_s - settings.measure_s
     window_s = window_s if window_s is not None else settings.measure_s
     in_window = [r for r in heard if r.start_ns >= window_start_ns]
@@ -316,10 +344,11 @@ def live_line(
         extended = " (extended)" if window_s > settings.measure_s + 0.05 else ""
         phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{round(window_s, 1):g} s{extended}"
     seen, where = (in_window, "in the window") if in_window else (heard, "in the warm-up")
-    goodput = goodput_ttfab_ms(seen, settings.slo_ms)
+    goodput = goodput_ms(seen, settings.slo_ms, clock)
     p95 = f"{float(np.percentile(goodput, 95)):.0f} ms {where}" if goodput else "n/a"
     return (
-        f"qmax N={step.concurrency} {step.phase}: {phase}, p95 TTFAB so far {p95} "
+        f"qmax N={step.concurrency} {step.phase}: {phase}, p95 "
+        f"{CLOCK_WORDS[settings.run.slo_metric]} so far {p95} "
         f"(SLO {settings.slo_ms:g} ms), {len(heard)} done; run ETA {mmss(eta_s)}"
     )
 

@@ -24,6 +24,11 @@ def require_qmax_artifact(settings: ResolvedOptions) -> Path:
         raise InputError(
             f"ttotal needs the qmax artifact: expected {both_flags('--qmax-artifact')} FILE"
         )
+    if len(settings.run.qmax_artifacts) > 1:
+        raise InputError(
+            f"ttotal measures one instance type: expected one {both_flags('--qmax-artifact')} "
+            f"FILE, got {len(settings.run.qmax_artifacts)}"
+        )
     return settings.run.qmax_artifact
 
 

@@ -130,3 +130,21 @@ def test_float_noise_is_not_a_mismatch() -> None:
     assert FieldCheck("disable_scale_in", True, True, "x").ok
     assert not FieldCheck("disable_scale_in", 1, True, "x").ok
     assert not FieldCheck("scale_in_statistic", None, "Maximum", "x").ok
+
+
+def test_a_plan_that_weighed_instance_types_is_validated_as_its_chosen_one(
+    clients: AwsClients,
+) -> None:
+    from tests.test_plan_candidates import cpu, gpu, weigh
+
+    plan = weigh(gpu(), cpu(0.2)).artifact
+    chosen, lost = sorted(plan.candidates or (), key=lambda c: not c.chosen)
+    d = deploy(
+        unique(),
+        instance_type=chosen.instance_type,
+        min_capacity=chosen.min_instances,
+        max_capacity=chosen.max_instances,
+    )
+    checks = by_field(run_validate(clients, d.endpoint, plan))
+    assert all(c.ok for c in checks.values()), [c.line() for c in checks.values()]
+    assert checks["max_capacity"].planned == chosen.max_instances != lost.max_instances

@@ -10,8 +10,12 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
+import numpy as np
+from numpy.typing import NDArray
+
 from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.core.schema import QmaxArtifact, Rung, TtotalArtifact
+from pytest_tts_scaling.core.simulate import diurnal_trace, hourly_trace
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
 
@@ -38,6 +42,8 @@ REPEAT_SPREAD = 0.10
 SURGE_LEAD_S = 60.0
 # CloudWatch ratios across rungs may spread this much (relative) before it is a warning.
 RATIO_SPREAD = 0.20
+# A traffic profile gives one rate per hour of a day.
+HOURS = 24
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,8 @@ class PlanInputs:
     allow_config_mismatch: bool = False
     qmax_name: str | None = None
     ttotal_name: str | None = None
+    # A day of traffic, one rate per hour (--hourly-rps); None: a cosine from trough to peak.
+    hourly_rps: tuple[float, ...] | None = None
 
 
 def inputs_from_options(options: RunOptions) -> PlanInputs:
@@ -67,7 +75,17 @@ def inputs_from_options(options: RunOptions) -> PlanInputs:
         allow_config_mismatch=options.allow_config_mismatch,
         qmax_name=PurePath(options.qmax_artifact).name if options.qmax_artifact else None,
         ttotal_name=PurePath(options.ttotal_artifact).name if options.ttotal_artifact else None,
+        hourly_rps=options.hourly_rps,
     )
+
+
+def day_traffic(inputs: PlanInputs) -> NDArray[np.float64]:
+    """The day a fleet is costed over, one rate per alarm period: the hourly profile when given,
+    else a cosine between trough and peak."""
+    assert inputs.peak_rps is not None
+    if inputs.hourly_rps is not None:
+        return hourly_trace(inputs.hourly_rps, dt_s=ALARM_PERIOD_S)
+    return diurnal_trace(inputs.peak_rps, inputs.trough_rps, dt_s=ALARM_PERIOD_S)
 
 
 def label(name: str | None, fallback: str) -> str:
@@ -99,6 +117,8 @@ def check_inputs(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
             f"{both_flags('--trough-rps')} {inputs.trough_rps:g} is above "
             f"{both_flags('--peak-rps')} {inputs.peak_rps:g}: expected trough <= peak"
         )
+    if inputs.hourly_rps is not None:
+        check_hourly(inputs.hourly_rps, inputs.peak_rps)
     if inputs.min_floor < 1:
         raise InputError(
             f"{both_flags('--min-floor')} {inputs.min_floor}: expected a whole number >= 1"
@@ -144,6 +164,19 @@ def check_inputs(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
         )
 
 
+def check_hourly(hourly_rps: Sequence[float], peak_rps: float) -> None:
+    flag = both_flags("--hourly-rps")
+    if len(hourly_rps) != HOURS:
+        raise InputError(f"{flag}: {len(hourly_rps)} rates: expected {HOURS}, one per hour")
+    if any(not math.isfinite(r) or r < 0 for r in hourly_rps):
+        raise InputError(f"{flag}: expected numbers >= 0")
+    if max(hourly_rps) > peak_rps:
+        raise InputError(
+            f"{flag} reaches {max(hourly_rps):g} rps, above {both_flags('--peak-rps')} "
+            f"{peak_rps:g}: expected every hour <= the peak the fleet is sized for"
+        )
+
+
 def measured_curve(qmax: QmaxArtifact, name: str | None) -> ServiceCurve:
     try:
         return ServiceCurve.from_rungs(qmax.rungs)
@@ -158,7 +191,8 @@ def little_curve(rungs: Sequence[Rung], name: str | None) -> ServiceCurve:
         mean = r.latency_ms.mean
         if r.usable and r.completed and mean and mean > 0:
             n = r.concurrency_mean if r.concurrency_mean > 0 else float(r.concurrency)
-            points.setdefault(r.concurrency, (n / (mean / 1000.0), float(r.ttfab_ms.p95 or 0.0)))
+            p95 = r.judged_ms.p95 if r.judged_ms is not None else None
+            points.setdefault(r.concurrency, (n / (mean / 1000.0), float(p95 or 0.0)))
     if not points:
         raise ArtifactError(
             f"{label(name, 'qmax artifact')}: field 'rungs': no usable rung with a mean latency"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from pytest_tts_scaling.core.autoscaler import Policy
+from pytest_tts_scaling.core.curve import ServiceCurve
 from pytest_tts_scaling.core.plan.findings import Facts, make_finding
 from pytest_tts_scaling.core.plan.inputs import (
     ALARM_PERIOD_S,
@@ -14,10 +16,12 @@ from pytest_tts_scaling.core.plan.inputs import (
     LITTLE_TOLERANCE,
     RATIO_SPREAD,
     SURGE_LEAD_S,
+    PlanInputs,
+    day_traffic,
 )
 from pytest_tts_scaling.core.plan.quantities import fleet_size, knee_concurrency, stage_durations
 from pytest_tts_scaling.core.schema import Finding
-from pytest_tts_scaling.core.simulate import diurnal_trace, simulate
+from pytest_tts_scaling.core.simulate import SimulationResult, simulate
 from pytest_tts_scaling.core.spelling import both_flags
 
 
@@ -220,25 +224,37 @@ def scale_in_safety(f: Facts) -> Finding:
     return make_finding("scale_in_safety", "ok", detail, "none")
 
 
+def simulate_day(
+    curve: ServiceCurve, policy: Policy, inputs: PlanInputs, slo_ms: float, per_instance: float
+) -> SimulationResult:
+    """The fleet through a day of the given traffic (:func:`day_traffic`), starting with the
+    instances its first rate needs."""
+    traffic = day_traffic(inputs)
+    start = fleet_size(float(traffic[0]), per_instance)
+    return simulate(
+        traffic,
+        curve=curve,
+        policy=policy,
+        slo_ms=slo_ms,
+        dt_s=ALARM_PERIOD_S,
+        initial_instances=min(policy.max_instances, max(policy.min_instances, start)),
+    )
+
+
 def fleet_cost(f: Facts) -> Finding:
     inputs = f.inputs
     assert inputs.peak_rps is not None
     s_mean = f.qmax.s_mean_s
     naive = math.ceil(inputs.peak_rps * s_mean / f.c_max - 1e-9) if s_mean else None
-    day = simulate(
-        diurnal_trace(inputs.peak_rps, inputs.trough_rps, dt_s=ALARM_PERIOD_S),
-        curve=f.curve,
-        policy=f.policy,
-        slo_ms=f.qmax.slo_ms,
-        dt_s=ALARM_PERIOD_S,
-    )
+    day = simulate_day(f.curve, f.policy, inputs, f.qmax.slo_ms, f.per_instance)
     detail = (
         f"an instance completes {f.measured_x:.3f} requests/s at C_scale_max {f.c_max:g} "
         f"(Little's law N / mean latency: {f.little_x:.3f}/s; sized with {f.per_instance:g}); "
         f"trough {inputs.trough_rps:g} rps needs {fleet_size(inputs.trough_rps, f.per_instance)}, "
         f"peak {inputs.peak_rps:g} rps needs {fleet_size(inputs.peak_rps, f.per_instance)}; fleet "
         f"{f.min_instances}..{f.max_instances} (floor {inputs.min_floor}); a simulated day "
-        f"between trough and peak costs {day.instance_hours:.0f} instance-hours."
+        f"{'of the hourly profile' if inputs.hourly_rps else 'between trough and peak'} costs "
+        f"{day.instance_hours:.0f} instance-hours."
     )
     if naive is not None and s_mean:
         short = (

@@ -22,6 +22,7 @@ def inputs_record(
         trough_rps=float(inputs.trough_rps),
         min_floor=int(inputs.min_floor),
         allow_config_mismatch=inputs.allow_config_mismatch,
+        hourly_rps=list(inputs.hourly_rps) if inputs.hourly_rps is not None else None,
         qmax_artifact=ArtifactRef(
             file=inputs.qmax_name,
             run_id=qmax.provenance.run_id,
@@ -106,5 +107,49 @@ def report_lines(plan: PlanArtifact) -> list[str]:
         lines.append(f"  {finding.name:<20} {finding.verdict:<5} {finding.detail}")
         if finding.verdict != "ok" and finding.recommendation:
             lines.append(f"  {'':<20} {'':<5} -> {finding.recommendation}")
+    lines.extend(candidate_lines(plan))
     lines.append(f"verdict: {plan.verdict}")
+    return lines
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.2f}"
+
+
+def _per_audio_hour(value: float | None) -> str:
+    """Cents matter here: an audio hour can cost less than one."""
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def candidate_lines(plan: PlanArtifact) -> list[str]:
+    """The instance types weighed, side by side: fleet, cost, cost per audio hour, and why each
+    lost (none for a plan of one unpriced candidate)."""
+    if not plan.candidates:
+        return []
+    prices = plan.inputs.prices
+    currency = prices.currency if prices else ""
+    said = [
+        f"prices {prices.file}" if prices and prices.file else None,
+        prices.region if prices else None,
+        f"as of {prices.as_of}" if prices and prices.as_of else None,
+    ]
+    day = "of the hourly profile" if plan.inputs.hourly_rps else "between trough and peak"
+    header = (
+        f"{'':2}{'instance type':<16} {'Q_max':>5} {'rps/inst':>9} {'fleet':>11} "
+        f"{'price/h':>8} {'peak/h':>10} {'trough/h':>9} {'per day':>11} {'/audio h':>8} verdict"
+    )
+    lines = [
+        f"candidates ({currency} per hour at peak and trough, per day {day}, per audio hour; "
+        f"{', '.join(s for s in said if s)}):",
+        header,
+    ]
+    for c in plan.candidates:
+        lines.append(
+            f"{'* ' if c.chosen else '  '}{c.instance_type:<16} {c.q_max:>5} "
+            f"{c.per_instance_rps_at_c_scale_max:>9.3f} "
+            f"{f'{c.min_instances}..{c.max_instances}':>11} {c.price_per_hour:>8.4g} "
+            f"{_money(c.cost_per_hour_at_peak):>10} {_money(c.cost_per_hour_at_trough):>9} "
+            f"{_money(c.cost_per_day):>11} {_per_audio_hour(c.cost_per_audio_hour):>8} {c.verdict}"
+        )
+        lines.append(f"{'':4}{c.why}")
     return lines
