@@ -15,7 +15,7 @@
 # model's frames, so its compute matches the trained model's. Every artifact and log names the
 # weights "untrained (development) with trained durations"; /ping counts the segments the file
 # lacked (X-TTS-Durations-Missed), printed at the end. Not matched: the trained model's silence
-# at inner segment edges (cut by the container) is noise here and kept, so inner edges stream a
+# at segment edges (cut by the container) is noise here and kept, so each segment streams a
 # few tenths of a second more audio than the trained model's. spaCy is not carried to that machine; misaki's English G2P,
 # which needs it, is not used offline anyway (the container picks espeak-ng), so a stand-in
 # module that reports "no spaCy model installed" lets kokoro's imports succeed.

@@ -175,13 +175,15 @@ Speaker = Callable[[str], list[tuple[float, np.ndarray[Any, Any]]]]
 def container_speaker(engine: Engine, voice: str) -> Speaker:
     """A text through the container's segmenting, G2P and forwards, segment by segment."""
     from tts_container.request import SynthesisRequest
+    from tts_container.trim import for_stream
 
     def speak(text: str) -> list[tuple[float, np.ndarray[Any, Any]]]:
         started, out = time.monotonic(), []
         request = SynthesisRequest(request_id="peer", text=text, voice=voice)
         for piece in engine.pieces(request):
             for audio in engine.synthesize([piece]):
-                out.append((time.monotonic() - started, to_int16(audio)))
+                streamed = for_stream(audio, piece, engine.sample_rate)
+                out.append((time.monotonic() - started, to_int16(streamed)))
         return out
 
     return speak

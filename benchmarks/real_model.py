@@ -41,6 +41,7 @@ def measure(weights: str, sample: list[str], threads: int) -> dict[str, float]:
     from tts_container.engine import KokoroEngine
     from tts_container.request import SynthesisRequest
     from tts_container.settings import Settings
+    from tts_container.trim import for_stream
 
     engine = KokoroEngine.load(Settings(device="cpu", weights=weights))
     torch.set_num_threads(threads)
@@ -53,6 +54,7 @@ def measure(weights: str, sample: list[str], threads: int) -> dict[str, float]:
         began = time.perf_counter()
         for number, piece in enumerate(engine.pieces(request)):
             [samples] = engine.synthesize([piece])
+            samples = for_stream(samples, piece, engine.sample_rate)  # the audio as streamed
             if number == 0:
                 firsts.append(time.perf_counter() - began)
             audio += len(samples) / engine.sample_rate

@@ -4,7 +4,6 @@ export, the whole container path transcribed, scheduling and batching changing n
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import io
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,16 @@ from speech_checks import (
     torch_speak,
     tts_serve,
 )
-from tts_container import trained_model
+from tts_container import concurrency, trained_model
 from tts_container.app import create_app
+from tts_container.audio import to_pcm16
 from tts_container.engine import KokoroEngine, KokoroPiece, synthesize_all
 from tts_container.forced_durations import ForcedDurations
 from tts_container.metrics import MetricsLog
 from tts_container.onnx_engine import OnnxKokoroEngine
 from tts_container.request import SynthesisRequest
 from tts_container.settings import UNTRAINED_FORCED_LABEL, UNTRAINED_LABEL, Settings
+from tts_container.trim import for_stream
 
 from pytest_tts_scaling.core.audio import corpus_word_error_rate, word_edits
 from pytest_tts_scaling.load.recognizer import transcribe
@@ -209,6 +210,39 @@ def test_the_container_path_is_intelligible_and_the_untrained_model_is_not(
     assert untrained_wer >= 0.9, untrained
 
 
+def test_trimming_keeps_every_word(engine: KokoroEngine, no_noise: None) -> None:
+    """The twelve sentences decoded once, heard as decoded and as the stream sends them (edge
+    silence cut): the cut answers are at least 30 % shorter, and no harder to hear: no sentence
+    loses more than one word to the recognizer's own wavering, the corpus not one in fifty."""
+    decoded, sent = [], []
+    for text in SENTENCES:
+        request = SynthesisRequest(request_id="trim", text=text, voice=VOICE)
+        pieces = list(engine.pieces(request))
+        audios = [engine.synthesize([piece])[0] for piece in pieces]
+        whole = np.concatenate(audios)
+        cut = np.concatenate(
+            [for_stream(a, p, engine.sample_rate) for a, p in zip(audios, pieces, strict=True)]
+        )
+        assert len(cut) <= 0.7 * len(whole), (text, len(cut), len(whole))
+        decoded.append((text, transcribe(_as_int16(whole), engine.sample_rate)))
+        sent.append((text, transcribe(_as_int16(cut), engine.sample_rate)))
+    for (text, heard_whole), (_, heard_cut) in zip(decoded, sent, strict=True):
+        assert word_edits(text, heard_cut)[0] <= word_edits(text, heard_whole)[0] + 1, (
+            text,
+            heard_whole,
+            heard_cut,
+        )
+    decoded_wer, sent_wer = corpus_word_error_rate(decoded), corpus_word_error_rate(sent)
+    print(f"WER as decoded {decoded_wer:.3f}, as sent (trimmed) {sent_wer:.3f}")
+    assert decoded_wer is not None
+    assert sent_wer is not None
+    assert sent_wer <= decoded_wer + 0.02, (decoded, sent)
+
+
+def _as_int16(audio: np.ndarray) -> np.ndarray:
+    return np.frombuffer(to_pcm16(audio), dtype="<i2")
+
+
 def _serve(
     engine: KokoroEngine | OnnxKokoroEngine, texts: list[str], tmp_path: Path, **settings: Any
 ) -> list[Any]:
@@ -231,15 +265,32 @@ def _serve(
     return asyncio.run(scenario())
 
 
+FIXED_CUT_S = (0.25, 0.40)  # off each segment's start and end, inside Kokoro's silence
+
+
 @pytest.mark.parametrize("engine_name", ["engine", "onnx_engine"])
 def test_scheduling_and_batching_change_no_audio(
-    engine_name: str, request: pytest.FixtureRequest, no_noise: None, tmp_path: Path
+    engine_name: str,
+    request: pytest.FixtureRequest,
+    no_noise: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same requests alone, under fifo, under edf and batched: the same durations, log-mel
-    correlation >= 0.99 with the lone answer, the same transcript but for one word (a batch's
-    composition follows arrival timing, and on a busy machine a padded forward's last bits can
-    tip the recognizer between two near words: "next tools" against "next goals"). On torch and
-    on ONNX Runtime (whose batch runs its segments one by one)."""
+    correlation >= 0.99 with the lone answer, the same transcript but for two words (a batch's
+    composition follows arrival timing, and a padded forward's last bits, or a forward on fewer
+    threads, can tip the recognizer between near words: "next tools" against "next goals",
+    "next schools they" against "neck schools day"). On torch and on ONNX Runtime (whose batch
+    runs its segments one by one).
+
+    Each segment is cut by a fixed amount inside the silence Kokoro always speaks around it (at
+    least 0.28 s before, 0.44 s after, measured), not at the silence threshold: those last bits
+    can move a threshold's cut by a 10 ms window (the cut itself: test_container_trim.py)."""
+
+    def fixed_cut(audio: np.ndarray, _segment: object, rate: int) -> np.ndarray:
+        return audio[round(FIXED_CUT_S[0] * rate) : len(audio) - round(FIXED_CUT_S[1] * rate)]
+
+    monkeypatch.setattr(concurrency, "for_stream", fixed_cut)
     engine = request.getfixturevalue(engine_name)
     texts = [SENTENCES[2], SENTENCES[7], SENTENCES[9]]  # two segments each
     alone = [_serve(engine, [text], tmp_path)[0] for text in texts]
@@ -254,7 +305,8 @@ def test_scheduling_and_batching_change_no_audio(
             assert len(samples) == len(alone[i]), (name, i)
             correlation = mel_correlation(samples / 32768, alone[i] / 32768)
             assert correlation >= 0.99, (name, i, correlation)
-            assert word_edits(heard[i], transcribe(samples, 24000))[0] <= 1, (name, i)
+            transcript = transcribe(samples, 24000)
+            assert word_edits(heard[i], transcript)[0] <= 2, (name, i, heard[i], transcript)
 
 
 SPLIT_TEXTS = [
@@ -266,8 +318,11 @@ SPLIT_TEXTS = [
 
 
 def test_segmenting_adds_no_speech_time(engine: KokoroEngine, no_noise: None) -> None:
-    """A text split into segments (the first one short) lasts within 10 % of the same text spoken
-    in one forward: inner segment edges keep only the pause their punctuation asks for."""
+    """A text split into segments (the first one short) lasts within 20 % of the same text spoken
+    in one forward, both as the stream sends them: inner segment edges keep only the pause their
+    punctuation asks for, not Kokoro's 0.8 s of edge silence (at 10 % before the outer edges were
+    cut too, which then counted on both sides; a segment spoken as its own utterance draws its
+    last syllables out: "Sorry, | I did not catch that. | Could you ..." lasts 18 % longer)."""
     for text in SPLIT_TEXTS:
         request = SynthesisRequest(request_id="split", text=text, voice=VOICE)
         pieces = list(engine.pieces(request))
@@ -275,8 +330,10 @@ def test_segmenting_adds_no_speech_time(engine: KokoroEngine, no_noise: None) ->
         assert len(pieces[0].phonemes.split()) <= engine.first_segment_words
         split = sum(len(audio) for audio in synthesize_all(engine, request))
         phonemes = "".join(p for p in engine._g2p(text) if p in engine._vocab)
-        [whole] = engine.synthesize([KokoroPiece(phonemes, VOICE, 1.0)])
-        assert abs(split - len(whole)) <= 0.10 * len(whole), (text, split, len(whole))
+        one = KokoroPiece(phonemes, VOICE, 1.0)
+        [whole] = engine.synthesize([one])
+        whole = for_stream(whole, one, engine.sample_rate)
+        assert abs(split - len(whole)) <= 0.20 * len(whole), (text, split, len(whole))
 
 
 def test_a_text_within_the_first_segment_is_not_split(engine: KokoroEngine) -> None:
@@ -290,8 +347,7 @@ RECORDED_DURATIONS = Path(__file__).resolve().parents[2] / "benchmarks/data/trai
 def _segment_samples(engine: KokoroEngine, text: str, voice: str) -> list[int]:
     """Samples the decoder computes for each segment of ``text`` (no edge trimmed)."""
     request = SynthesisRequest(request_id="length", text=text, voice=voice)
-    pieces = [dataclasses.replace(p, opens=True, closes=True) for p in engine.pieces(request)]
-    return [len(engine.synthesize([piece])[0]) for piece in pieces]
+    return [len(engine.synthesize([piece])[0]) for piece in engine.pieces(request)]
 
 
 def test_forced_trained_durations_give_the_untrained_model_the_trained_length(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from tts_container.audio import audio_seconds, pcm_content_type, to_pcm16, wav_header
-from tts_container.engine import KokoroPiece, pick_precision, trim_edges
+from tts_container.engine import pick_precision
 from tts_container.gate import InFlight
 from tts_container.kokoro_batch import decode_in
 from tts_container.markers import MARKERS, emit_marker, format_marker, parse_marker
@@ -170,42 +170,6 @@ class TestSegments:
             "Hello world,",
             "this is a test!",
         ]
-
-
-class TestSegmentEdges:
-    """Inner segment edges keep only the pause their punctuation asks for."""
-
-    RATE = 24000
-
-    def _audio(self, lead_s: float, speech_s: float, trail_s: float) -> np.ndarray:
-        tone = 0.5 * np.sin(np.arange(int(speech_s * self.RATE)) * 0.2)
-        return np.concatenate(
-            [np.zeros(int(lead_s * self.RATE)), tone, np.zeros(int(trail_s * self.RATE))]
-        ).astype(np.float32)
-
-    def test_a_whole_request_keeps_its_edges(self) -> None:
-        audio = self._audio(0.33, 1.0, 0.45)
-        piece = KokoroPiece("hˈɛloʊ.", "v", 1.0, opens=True, closes=True)
-        assert trim_edges(audio, piece) is audio
-
-    @pytest.mark.parametrize(
-        ("phonemes", "pause_s"), [("ɐ tˈɛst.", 0.3), ("wˈɜːld,", 0.15), ("wˈɛn juː", 0.03)]
-    )
-    def test_inner_edges_keep_the_pause_of_the_punctuation(
-        self, phonemes: str, pause_s: float
-    ) -> None:
-        audio = self._audio(0.33, 1.0, 0.45)
-        trimmed = trim_edges(audio, KokoroPiece(phonemes, "v", 1.0, opens=False, closes=False))
-        assert len(trimmed) / self.RATE == pytest.approx(0.03 + 1.0 + pause_s, abs=0.011)
-
-    def test_the_first_keeps_its_lead_and_the_last_its_tail(self) -> None:
-        audio = self._audio(0.33, 1.0, 0.45)
-        first = trim_edges(audio, KokoroPiece("ɐ.", "v", 1.0, opens=True, closes=False))
-        last = trim_edges(audio, KokoroPiece("ɐ.", "v", 1.0, opens=False, closes=True))
-        assert len(first) / self.RATE == pytest.approx(0.33 + 1.0 + 0.3, abs=0.011)
-        assert len(last) / self.RATE == pytest.approx(0.03 + 1.0 + 0.45, abs=0.011)
-        silent = np.zeros(self.RATE, dtype=np.float32)
-        assert len(trim_edges(silent, KokoroPiece("ɐ", "v", 1.0, False, False))) == self.RATE
 
 
 class TestAudio:

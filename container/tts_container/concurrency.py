@@ -3,9 +3,9 @@
 `InferenceExecutor` owns the model's worker threads (``inference_workers`` of them). A request is
 a job whose segments wait in the scheduler's queue (`tts_container.scheduler`); a worker takes
 the next batch by the policy (fifo or edf), runs it as one forward, hands each job its audio
-through an asyncio queue, and puts the job's next segment back in the queue. A job cancelled
-while its segment waits leaves the queue at once (its batch place is free for the next forward);
-one cancelled while its segment runs stops there.
+(its edge silence trimmed: `tts_container.trim`) through an asyncio queue, and puts the job's
+next segment back in the queue. A job cancelled while its segment waits leaves the queue at once
+(its batch place is free for the next forward); one cancelled while its segment runs stops there.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from tts_container.engine import Engine, Samples
 from tts_container.request import SynthesisRequest
 from tts_container.scheduler import Policy, SegmentQueue, Stream
+from tts_container.trim import for_stream
 
 log = logging.getLogger(__name__)
 
@@ -303,9 +304,14 @@ class InferenceExecutor:
         """One forward for ``jobs``: every job's audio out first, then their next segments in."""
         began = self._clock()
         try:
-            audios = jobs[0].engine.synthesize([job.piece for job in jobs])
+            engine = jobs[0].engine
+            audios = engine.synthesize([job.piece for job in jobs])
             if len(audios) != len(jobs):
                 raise RuntimeError(f"the engine returned {len(audios)} outputs for {len(jobs)}")
+            audios = [
+                for_stream(samples, job.piece, engine.sample_rate)
+                for job, samples in zip(jobs, audios, strict=True)
+            ]
             if self.garble_batches and len(jobs) > 1:
                 audios = [samples[..., ::-1].copy() for samples in audios]
         except Exception as exc:

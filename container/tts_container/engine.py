@@ -26,6 +26,7 @@ from tts_container.device import check_device
 from tts_container.request import SynthesisRequest
 from tts_container.segmenter import cut_long, split_segments
 from tts_container.settings import TRAINED_MODEL_DIR_LABEL, UNTRAINED_FORCED_LABEL, Settings
+from tts_container.trim import Edges, for_stream, segment_edges
 
 if TYPE_CHECKING:
     import torch
@@ -62,14 +63,17 @@ class Engine(Protocol):
         ...
 
     def synthesize(self, batch: Sequence[Any]) -> list[Samples]:
-        """Audio (mono float32 in [-1, 1] or int16) for each piece, in one forward."""
+        """Audio (mono float32 in [-1, 1] or int16) for each piece, in one forward, as decoded
+        (the stream trims a piece's edge silence: `tts_container.trim`)."""
         ...
 
 
 def synthesize_all(engine: Engine, request: SynthesisRequest) -> Iterator[Samples]:
-    """One request's audio, segment by segment, one forward each (warm-up and tools)."""
+    """One request's audio as the stream sends it, segment by segment, one forward each (warm-up
+    and tools)."""
     for piece in engine.pieces(request):
-        yield from engine.synthesize([piece])
+        [audio] = engine.synthesize([piece])
+        yield for_stream(audio, piece, engine.sample_rate)
 
 
 UNTRAINED_BANNER = """
@@ -168,7 +172,7 @@ def pick_precision(requested: str, device: str, cpuinfo: Path = CPU_FLAGS_FILE) 
 @dataclass(frozen=True)
 class KokoroPiece:
     """One segment ready for the model: known phoneme symbols, voice and speed; whether it opens
-    or closes its request (the silence Kokoro puts at an utterance's edges is kept only there)."""
+    or closes its request (which says how much of Kokoro's edge silence the stream keeps)."""
 
     phonemes: str
     voice: str
@@ -176,49 +180,9 @@ class KokoroPiece:
     opens: bool = True
     closes: bool = True
 
-
-# Kokoro speaks every segment as a whole utterance: about 0.33 s of silence before it and 0.45 s
-# after. Between two segments of one request that is 0.8 s no text asked for (a split text lasted
-# a third longer than the same text in one forward), so inner edges keep only the pause the
-# punctuation there asks for, as the one forward would have made it.
-EDGE_WINDOW_S = 0.01
-SILENCE_DB = -40.0  # below the segment's peak
-LEAD_KEPT_S = 0.03
-PAUSE_KEPT_S = {"sentence": 0.3, "clause": 0.15, "none": 0.03}
-
-
-def _pause_after(phonemes: str) -> float:
-    from tts_container.segmenter import CLAUSE_END, SENTENCE_END
-
-    last = phonemes.rstrip()[-1:]
-    if last and last in SENTENCE_END:
-        return PAUSE_KEPT_S["sentence"]
-    if last and last in CLAUSE_END:
-        return PAUSE_KEPT_S["clause"]
-    return PAUSE_KEPT_S["none"]
-
-
-def trim_edges(
-    audio: Samples, piece: KokoroPiece, sample_rate: int = KOKORO_SAMPLE_RATE
-) -> Samples:
-    """``audio`` without the silence at the edges ``piece`` shares with its neighbours."""
-    if piece.opens and piece.closes:
-        return audio
-    window = max(1, int(EDGE_WINDOW_S * sample_rate))
-    frames = len(audio) // window
-    if frames == 0:
-        return audio
-    envelope = np.abs(audio[: frames * window]).reshape(frames, window).max(axis=1)
-    peak = float(envelope.max())
-    loud = np.nonzero(envelope > peak * 10 ** (SILENCE_DB / 20))[0]
-    if peak <= 0 or len(loud) == 0:
-        return audio
-    start = 0 if piece.opens else max(0, int(loud[0]) * window - int(LEAD_KEPT_S * sample_rate))
-    end = len(audio)
-    if not piece.closes:
-        kept = int(_pause_after(piece.phonemes) * sample_rate)
-        end = min(len(audio), (int(loud[-1]) + 1) * window + kept)
-    return audio[start:end]
+    @property
+    def edges(self) -> Edges:
+        return segment_edges(self.phonemes, opens=self.opens, closes=self.closes)
 
 
 class KokoroText:
@@ -426,7 +390,4 @@ class KokoroEngine(KokoroText):
                     if forced is None
                     else [forced.lookup(p.voice, p.speed, p.phonemes) for p in batch],
                 )
-        return [
-            trim_edges(a.detach().cpu().numpy().astype(np.float32, copy=False), piece)
-            for a, piece in zip(audios, batch, strict=True)
-        ]
+        return [a.detach().cpu().numpy().astype(np.float32, copy=False) for a in audios]

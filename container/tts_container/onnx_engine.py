@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tts_container.cores import CoreShare, cpu_count
-from tts_container.engine import KokoroPiece, KokoroText, Samples, trim_edges
+from tts_container.engine import KokoroPiece, KokoroText, Samples
 from tts_container.settings import TRAINED_PACKAGED_LABEL, Settings
 
 log = logging.getLogger(__name__)
@@ -175,5 +175,5 @@ class OnnxKokoroEngine(KokoroText):
             for piece in batch:
                 ids = [self._vocab[symbol] for symbol in piece.phonemes]
                 style = self._voice_packs[piece.voice][len(ids) - 1]
-                out.append(trim_edges(self.run_tokens(ids, style, piece.speed, threads), piece))
+                out.append(self.run_tokens(ids, style, piece.speed, threads))
             return out
