@@ -11,7 +11,7 @@ ARGS ?=
 $(STAMP): pyproject.toml container/pyproject.toml infra/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e './container[model,ja]' -e '.[all,dev,docs]' -e ./infra
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e './container[model,ja,onnx]' -e '.[all,dev,docs]' -e ./infra
 	touch $@
 
 install: $(STAMP)

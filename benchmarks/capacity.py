@@ -48,7 +48,7 @@ MODES: dict[str, dict[str, str]] = {
     },
     **{
         f"{weights}-{scheduler}": {
-            "ENGINE": "kokoro",
+            "ENGINE": "torch",
             "WEIGHTS": weights,
             "SCHEDULER": scheduler,
             **({"BATCH_MAX": batch} if scheduler == "edf" else {}),
@@ -57,13 +57,13 @@ MODES: dict[str, dict[str, str]] = {
         for scheduler, batch in (("fifo", ""), ("edf", "1"))
     },
     "trained-edf-b8": {
-        "ENGINE": "kokoro",
+        "ENGINE": "torch",
         "WEIGHTS": "trained",
         "SCHEDULER": "edf",
         "BATCH_MAX": "8",
     },
     "untrained-edf-b8": {
-        "ENGINE": "kokoro",
+        "ENGINE": "torch",
         "WEIGHTS": "untrained",
         "SCHEDULER": "edf",
         "BATCH_MAX": "8",

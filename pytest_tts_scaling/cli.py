@@ -8,13 +8,13 @@ input or an endpoint that does not answer.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from pytest_tts_scaling import __version__
+from pytest_tts_scaling.core.spelling import closest_flag
 from pytest_tts_scaling.errors import ToolError
 from pytest_tts_scaling.optional import missing_extra
 
@@ -48,16 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def refuse_unknown(command: argparse.ArgumentParser, unknown: list[str]) -> NoReturn:
-    """A flag the subcommand does not take: its own usage, and the closest flag it does take
-    (argparse suggests only from Python 3.14 on, and then only for choices)."""
+    """A flag the subcommand does not take: its own usage, and the closest flag it does take."""
     flags = [flag for action in command._actions for flag in action.option_strings]
     message = f"unrecognized arguments: {' '.join(unknown)}"
     for word in unknown:
-        if word.startswith("-"):
-            close = difflib.get_close_matches(word.partition("=")[0], flags, n=1, cutoff=0.6)
-            if close:
-                message += f"; did you mean {close[0]}?"
-                break
+        if word.startswith("-") and (close := closest_flag(word, flags)) is not None:
+            message += f"; did you mean {close}?"
+            break
     command.error(message)
 
 

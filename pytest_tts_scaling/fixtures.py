@@ -16,7 +16,7 @@ import pytest
 
 from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
-from pytest_tts_scaling.stash import EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
+from pytest_tts_scaling.stash import COMPARISON_KEY, EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
@@ -94,13 +94,16 @@ def tts_ladder(
     tts_settings: ResolvedOptions,
     tts_progress: Callable[[str], None],
     tts_summary: list[str],
-) -> LadderResult:
+) -> Iterator[LadderResult]:
     """The measured ladder: the qmax artifact and where it and its records were written.
 
-    With --dry-run it prints the schedule and skips without starting or calling anything.
+    With --dry-run it prints the schedule and skips without starting or calling anything. With
+    --mlflow the run is recorded at the session's end, once the gates (the baseline's among
+    them) have been decided.
     """
     from pytest_tts_scaling.steps.qmax import run_ladder
     from pytest_tts_scaling.steps.qmax_words import describe_schedule
+    from pytest_tts_scaling.steps.tracking import record_qmax
 
     if tts_settings.run.dry_run:
         for line in describe_schedule(tts_settings):
@@ -110,7 +113,9 @@ def tts_ladder(
     with one_line("qmax", tts_summary):
         result = run_ladder(endpoint, tts_settings, progress=tts_progress)
     tts_summary.extend(result.summary_lines())
-    return result
+    yield result
+    comparison = request.config.stash.get(COMPARISON_KEY, None)
+    tts_summary.extend(record_qmax(result, tts_settings.run, comparison))
 
 
 @pytest.fixture(scope="session")
@@ -125,10 +130,12 @@ def tts_plan(tts_options: RunOptions, tts_summary: list[str]) -> PlanArtifact:
     `tts-bench plan` writes it, for a gate of the user's own: thresholds, fleet size, findings.
     (The packaged plan scenario plans inside its test, so a refused input is its failure.)"""
     from pytest_tts_scaling.steps.plan import run_plan
+    from pytest_tts_scaling.steps.tracking import record_plan
 
     with one_line("plan", tts_summary):
         result = run_plan(tts_options)
     tts_summary.extend(f"plan: {line}" for line in result.kept)
+    tts_summary.extend(record_plan(result, tts_options))
     return result.plan
 
 
@@ -140,6 +147,7 @@ def tts_scale_timeline(
     tts_summary: list[str],
 ) -> tuple[TtotalArtifact, Path]:
     """The measured scale-out timeline and where its artifact was written."""
+    from pytest_tts_scaling.steps.tracking import record_ttotal
     from pytest_tts_scaling.steps.ttotal import require_qmax_artifact, run_ttotal, summary_lines
 
     with one_line("ttotal", tts_summary):
@@ -148,6 +156,7 @@ def tts_scale_timeline(
     with one_line("ttotal", tts_summary):
         artifact, path = run_ttotal(endpoint, tts_settings, progress=tts_progress)
     tts_summary.extend(summary_lines(artifact, path))
+    tts_summary.extend(record_ttotal(artifact, path, tts_settings.run, endpoint.name))
     return artifact, path
 
 

@@ -67,6 +67,17 @@ def ladder(value: str) -> tuple[int, ...]:
     return rungs
 
 
+def slo_ms(value: str) -> float | tuple[float, ...]:
+    """`3000` → 3000.0; `1000,2000,3000` → SLO tiers (1000.0, 2000.0, 3000.0): distinct positive
+    numbers, each bracketed by one run."""
+    expected = "a positive number of ms, or distinct ones separated by commas, e.g. 1000,2000,3000"
+    parts = value.split(",")
+    tiers = tuple(_number(part, float, lambda x: x > 0, expected) for part in parts)
+    if len(set(tiers)) != len(tiers):
+        raise _fail(value, expected)
+    return tiers[0] if len(tiers) == 1 else tuple(sorted(tiers))
+
+
 def hourly_rps(value: str) -> tuple[float, ...]:
     """`0,0,...,5` → 24 rates >= 0, one per hour of a day."""
     expected = "24 comma-separated numbers >= 0, one per hour from midnight"
@@ -103,6 +114,17 @@ def endpoint_name(value: str) -> str:
         and not value.endswith("-")
     ):
         raise _fail(value, "a SageMaker endpoint name (1-63 letters, digits and '-')")
+    return value
+
+
+def baseline_source(value: str) -> Path | str:
+    """A qmax artifact file, or a run kept in MLflow: `mlflow:RUN_ID`, `mlflow:experiment=NAME`."""
+    if not value.startswith("mlflow:"):
+        return Path(value)
+    what = value.removeprefix("mlflow:")
+    name = what.removeprefix("experiment=")
+    if not name.strip() or (name == what and any(c.isspace() for c in what)):
+        raise _fail(value, "a qmax artifact FILE, mlflow:RUN_ID or mlflow:experiment=NAME")
     return value
 
 
@@ -210,10 +232,24 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--slo-ms",
         "tts_slo_ms",
-        f"p95 time-to-first-audio-byte objective in ms. Default: {DEFAULT_SLO_MS:g}.",
-        positive_float,
+        "p95 objective in ms, on the clock {flag[slo-metric]} names; several, comma-separated "
+        "(1000,2000,3000), bracket Q_max at each tier from one run's shared rungs (the "
+        f"artifact's slo_ms is the largest). Default: {DEFAULT_SLO_MS:g}.",
+        slo_ms,
         None,
         "MS",
+    ),
+    OptionSpec(
+        "--slo-metric",
+        "tts_slo_metric",
+        "The clock the SLO holds: ttfab (first audio byte), audible (first audible speech as a "
+        "player starting at the first byte plays it) or playback (the earliest start from which "
+        "playback never runs dry). The search, verdicts, baseline comparison and plan use it. "
+        "Default: ttfab.",
+        None,
+        None,
+        "CLOCK",
+        ("ttfab", "audible", "playback"),
     ),
     OptionSpec(
         "--ladder",
@@ -280,6 +316,25 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "tts_fail_on_inconclusive",
         "Fail the qmax step when its answer is inconclusive (the p95 interval of a rung it rests "
         "on still holds the SLO after extending): the CI gate. Default: off (a warning).",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--invocation-limit-s",
+        "tts_invocation_limit_s",
+        "Seconds a URL endpoint's first request may take before the endpoint is called silent: "
+        "its invocation limit. A slower first answer than the rest is reported as a cold start "
+        "and the run goes on. Default: 60 (SageMaker's limit).",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+    ),
+    OptionSpec(
+        "--no-confirm",
+        "tts_no_confirm",
+        "Report the search's answer without measuring its passing rung once more at the end "
+        "(one rung less; a server that changed speed during the run then goes unnoticed). "
+        "Default: off (confirmed).",
         action="store_true",
         default=False,
     ),
@@ -357,6 +412,33 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         Path,
         None,
         "DIR",
+    ),
+    OptionSpec(
+        "--mlflow",
+        "tts_mlflow",
+        "Record each step's run in MLflow (the [mlflow] extra): parameters, metrics per rung, "
+        "verdict and the artifacts, at the tracking URI MLflow resolves (MLFLOW_TRACKING_URI; "
+        "else its local sqlite:///mlflow.db). A tracking server that cannot be reached costs "
+        "one line, never the measurement. Default: off.",
+        action="store_true",
+        default=False,
+    ),
+    OptionSpec(
+        "--mlflow-experiment",
+        "tts_mlflow_experiment",
+        "With {flag[mlflow]}: the MLflow experiment the runs go to. Default: tts-scaling-MODEL.",
+        None,
+        None,
+        "NAME",
+    ),
+    OptionSpec(
+        "--mlflow-run-name",
+        "tts_mlflow_run_name",
+        "With {flag[mlflow]}: each run is named NAME STEP (e.g. NAME qmax). Default: the "
+        "endpoint's name (a plan: its slug).",
+        None,
+        None,
+        "NAME",
     ),
     OptionSpec(
         "--qmax-artifact",
@@ -437,10 +519,12 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "--baseline",
         "tts_baseline",
         "Committed qmax artifact to hold this run against: fail when Q_max drops or p95 TTFAB "
-        "at a common rung rises beyond the noise of the two runs. Default: none.",
-        Path,
+        "at a common rung rises beyond the noise of the two runs. mlflow:RUN_ID reads the qmax "
+        "artifact of that MLflow run; mlflow:experiment=NAME, of the experiment's latest qmax "
+        "run whose verdict was pass. Default: none.",
+        baseline_source,
         None,
-        "FILE",
+        "FILE|mlflow:RUN",
     ),
     OptionSpec(
         "--regression-tolerance",

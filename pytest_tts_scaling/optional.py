@@ -2,9 +2,9 @@
 the extra to install, not in a ModuleNotFoundError from deep inside.
 
 The base install is what `pytest -m qmax --endpoint-url URL` needs; SageMaker, the Locust fleet,
-plots, the local container and the word error check are extras. Modules are imported where they
-are used, so a missing one surfaces as ModuleNotFoundError there; both front doors (tts-bench's
-`main`, the plugin's report hook) turn it into this line.
+plots, the local container, the word error check and MLflow are extras. Modules are imported
+where they are used, so a missing one surfaces as ModuleNotFoundError there; both front doors
+(tts-bench's `main`, the plugin's report hook) turn it into this line.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ EXTRA_OF_MODULE = {
     "matplotlib": "report",
     "tts_container": "local",
     "pocketsphinx": "quality",
+    "mlflow": "mlflow",
+    "sqlalchemy": "mlflow",
+    "alembic": "mlflow",
 }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from pytest_tts_scaling.core.schema import SloMetric
     from pytest_tts_scaling.load.scenario import Scenario
 
 EndpointKind = Literal["local", "url", "sagemaker"]
@@ -52,6 +53,10 @@ class RunOptions:
     model: str = DEFAULT_MODEL
     transport: str = "response-stream"
     slo_ms: float | None = None
+    # With several --slo-ms values: every tier, ascending (slo_ms is then the largest).
+    slo_tiers_ms: tuple[float, ...] = ()
+    # The clock the SLO holds: ttfab, audible or playback (docs/method.md#the-listeners-clocks).
+    slo_metric: SloMetric = "ttfab"
     ladder: tuple[int, ...] | None = None
     max_concurrency: int | None = None
     hold_s: float | None = None
@@ -60,6 +65,9 @@ class RunOptions:
     runs: int = 1
     min_qmax: int | None = None
     fail_on_inconclusive: bool = False
+    no_confirm: bool = False
+    # How long the first request may take (a URL's; SageMaker's is its own 60 s).
+    invocation_limit_s: float = 60.0
     dry_run: bool = False
     artifacts_dir: Path = Path("reports")
     allow_config_mismatch: bool = False
@@ -69,6 +77,9 @@ class RunOptions:
     max_wer_increase: float | None = 0.1
     force: bool = False
     export_csv: Path | None = None
+    mlflow: bool = False
+    mlflow_experiment: str | None = None
+    mlflow_run_name: str | None = None
     qmax_artifact: Path | None = None
     ttotal_artifact: Path | None = None
     # Every --qmax-artifact and --ttotal-artifact given, in order (plan weighs each instance type);
@@ -82,7 +93,8 @@ class RunOptions:
     peak_rps: float | None = None
     trough_rps: float = 0.0
     min_floor: int = 1
-    baseline: Path | None = None
+    # A qmax artifact file, or an MLflow run (`mlflow:RUN_ID`, `mlflow:experiment=NAME`).
+    baseline: Path | str | None = None
     regression_tolerance: float = 1.0
     # The file --scenario named, as read (its settings already filled the fields above).
     loaded_scenario: Scenario | None = field(default=None, compare=False)
@@ -147,6 +159,10 @@ class RunOptions:
                     known[key] = value
         known["model"] = known.get("model") or DEFAULT_MODEL
         known["transport"] = known.get("transport") or "response-stream"
+        known["slo_metric"] = known.get("slo_metric") or "ttfab"
+        if isinstance(known.get("slo_ms"), tuple):
+            known["slo_tiers_ms"] = known["slo_ms"]
+            known["slo_ms"] = max(known["slo_ms"])
         if known.get("endpoint") and known.get("endpoint_url"):
             raise argparse.ArgumentTypeError(
                 "--endpoint and --endpoint-url both given: expected at most one of them"
@@ -166,3 +182,8 @@ class ResolvedOptions:
     hold_s: float
     measure_s: float
     gap_s: float
+
+    @property
+    def slo_tiers_ms(self) -> tuple[float, ...]:
+        """Every SLO the run brackets Q_max at, ascending; the largest is `slo_ms`."""
+        return self.run.slo_tiers_ms or (self.slo_ms,)

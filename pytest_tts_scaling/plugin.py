@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_tts_scaling import fixtures
+from pytest_tts_scaling.core import spelling
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.failures import ShownOnce
 from pytest_tts_scaling.option_table import OPTION_SPECS, add_to_pytest
@@ -41,6 +42,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_to_pytest(
         parser.getgroup("tts-scaling", "measured autoscaling for streaming TTS endpoints")
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Generator[None]:
+    """A misspelled option of the plugin's names the closest one, as `tts-bench` does; pytest's
+    own "unrecognized arguments" comes next, after every conftest has added its options."""
+    yield
+    _, unknown = parser.parse_known_and_unknown_args(args)
+    ours = [spelling.pytest_flag(spec.flag) for spec in OPTION_SPECS]
+    for word in unknown:
+        if word.startswith("-") and (close := spelling.closest_flag(word, ours)) is not None:
+            raise pytest.UsageError(f"unrecognized arguments: {word}; did you mean {close}?")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-html's, which a dry run keeps from writing

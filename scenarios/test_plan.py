@@ -26,11 +26,13 @@ def test_plan_has_no_stop_findings(
 ) -> None:
     from pytest_tts_scaling.core.plan.render import candidate_lines
     from pytest_tts_scaling.steps.plan import run_plan
+    from pytest_tts_scaling.steps.tracking import record_plan
 
     with one_line("plan", tts_summary):
         result = run_plan(tts_options)
     plan, path = result.plan, result.path
     tts_summary.extend(f"plan: {line}" for line in result.kept)
+    tts_summary.extend(record_plan(result, tts_options))
     tts_report.artifact(plan, path, result.outcome)
     tts_report.html(render("plan.html.j2", plan=plan), name="plan findings and ModelEndpointConfig")
     tts_summary.append(

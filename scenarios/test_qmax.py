@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 
+from pytest_tts_scaling.core.next_step import next_step_line
 from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.core.verdicts import doubt_line
 from pytest_tts_scaling.failures import InconclusiveWarning, fail, one_line
@@ -32,7 +33,8 @@ def test_qmax_found(
     tts_report.artifact(artifact, tts_ladder.path)
     tts_report.html(rung_table_html(artifact), name="rungs")
     if artifact.q_max is None:
-        fail("qmax", f"FAIL: {no_qmax_message(artifact)}", tts_summary)
+        step = next_step_line(artifact, "pytest")
+        fail("qmax", f"FAIL: {no_qmax_message(artifact)}{f'; {step}' if step else ''}", tts_summary)
     if (doubt := doubt_line(artifact)) is not None:
         if tts_options.fail_on_inconclusive:
             fail(
@@ -103,7 +105,9 @@ def test_qmax_no_regression_against_baseline(
     tts_options: RunOptions,
     tts_report: ReportExtras,
     tts_summary: list[str],
+    pytestconfig: pytest.Config,
 ) -> None:
+    from pytest_tts_scaling.stash import COMPARISON_KEY
     from pytest_tts_scaling.steps.baseline import compare_with_baseline
 
     if qmax_baseline is None:
@@ -111,6 +115,7 @@ def test_qmax_no_regression_against_baseline(
     artifact = tts_ladder.artifact
     with one_line("qmax", tts_summary, "--tts-baseline refused"):
         comparison = compare_with_baseline(qmax_baseline, tts_ladder, tts_options)
+    pytestconfig.stash[COMPARISON_KEY] = comparison  # the MLflow run's verdict counts it
     tts_report.svg(ladder_svg(artifact, baseline=qmax_baseline), name="ladder against the baseline")
     tts_report.html(render("compare.html.j2", comparison=comparison), name="regression checks")
     tts_summary.extend(f"qmax baseline: warning: {w}" for w in comparison.warnings)

@@ -16,12 +16,14 @@ class FaultServer(SerialStreamServer):
     status: int = 200  # not 200: every answer has this status and a JSON error body
     cold_s: float = 0.0  # the first request waits this long first (a model loaded on first use)
 
-    async def _invocation(self, writer: asyncio.StreamWriter, request_id: str) -> None:
+    async def _invocation(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request_id: str
+    ) -> None:
         cold_s, self.cold_s = self.cold_s, 0.0
         if cold_s > 0:
             await asyncio.sleep(cold_s)
         if self.status == 200:
-            await super()._invocation(writer, request_id)
+            await super()._invocation(reader, writer, request_id)
             return
         self.requests_seen += 1
         body = json.dumps({"error": "internal_error"}).encode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -196,3 +197,13 @@ def test_the_report_shows_the_audible_time_beside_ttfab() -> None:
     assert "439.3" in table  # p95 of the two
     assert "first audible" in ladder_svg(artifact)
     assert "first audible" not in ladder_svg(make_qmax(rungs=[make_rung(1), make_rung(2)]))
+
+
+def test_an_answer_the_listener_hung_up_on_is_neither_short_nor_silent_nor_a_reference() -> None:
+    """Cut by the client's choice, before its speech even: not judged, and at N=1 it sets no
+    reference length."""
+    reference = reference_from([answer(split(SPEECH, 4), "r0")])
+    early = replace(answer(split(SPEECH, 4)[:1], "early"), hung_up=True)
+    assert reference.verdict(("a", "v"), early) is None
+    hung_reference = reference_from([early, answer(split(SPEECH, 4), "r1")])
+    assert hung_reference.seconds == {("a", "v"): pytest.approx(0.8)}

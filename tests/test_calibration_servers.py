@@ -56,8 +56,11 @@ class Answer:
         raise AssertionError("no body past the header")
 
 
-async def post(port: int, request_id: str, timeout_s: float = 10.0) -> Answer:
-    """One POST /invocations on its own connection; stops quietly at `timeout_s`."""
+async def post(
+    port: int, request_id: str, timeout_s: float = 10.0, hang_up_after: int | None = None
+) -> Answer:
+    """One POST /invocations on its own connection; stops quietly at `timeout_s`, and closes
+    the connection once `hang_up_after` body bytes came (a listener who hangs up)."""
     answer = Answer()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     connection = h11.Connection(h11.CLIENT)
@@ -92,6 +95,8 @@ async def post(port: int, request_id: str, timeout_s: float = 10.0) -> Answer:
                 elif isinstance(event, h11.Data):
                     answer.pieces.append((time.perf_counter() - sent, len(event.data)))
                     answer.body += event.data
+                    if hang_up_after is not None and len(answer.body) >= hang_up_after:
+                        break
                 elif isinstance(event, h11.EndOfMessage):
                     answer.complete = True
                     break
@@ -112,11 +117,17 @@ async def ping(port: int) -> float:
     return time.perf_counter() - started
 
 
-def together(port: int, count: int, timeout_s: float = 10.0) -> list[Answer]:
+def together(
+    port: int, count: int, timeout_s: float = 10.0, hang_up_after: int | None = None
+) -> list[Answer]:
     """`count` requests sent at once, each on its own connection, in request-id order."""
 
     async def go() -> list[Answer]:
-        return list(await asyncio.gather(*(post(port, f"r{i}", timeout_s) for i in range(count))))
+        return list(
+            await asyncio.gather(
+                *(post(port, f"r{i}", timeout_s, hang_up_after) for i in range(count))
+            )
+        )
 
     return asyncio.run(go())
 
@@ -148,6 +159,26 @@ def test_k_slots_serve_k_at_once_and_queue_the_rest() -> None:
     origin = min(a.sent for a in answers)
     ends = sorted(a.sent + a.pieces[-1][0] - origin for a in answers)
     assert max(firsts[:3]) < ends[0] <= min(firsts[3:])
+
+
+@pytest.mark.parametrize("frees", [True, False])
+def test_a_hang_up_frees_the_slot_only_on_the_freeing_server(frees: bool) -> None:
+    """400 ms answers of 4 pieces (0.1 s of audio each, the first at 20 ms, then every 127 ms):
+    two clients each hang up after two pieces, 147 ms in. The one served second starts when
+    the first hangs up on the freeing server, at the first's whole 400 ms on the other."""
+    slots = Slots(1, service_s=0.4, first_audio_s=0.02)
+    server = SerialStreamServer(service_s=0.4, discipline=slots, chunks=4, frees_abandoned=frees)
+    with server:
+        answers = together(server.port, 2, hang_up_after=2 * 4800)
+        assert server.wait_idle()
+        assert set(server.hung_up_ns) == ({"r0", "r1"} if frees else set())
+    assert all(not a.complete and len(a.body) == 2 * 4800 for a in answers)
+    firsts = first_audio_since_first_send(answers)
+    assert firsts[0] >= 0.02
+    if frees:
+        assert 0.02 + 0.1467 <= firsts[1] < 0.42
+    else:
+        assert firsts[1] >= 0.42
 
 
 def test_a_batch_is_served_together_in_a_plus_b_times_its_size() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +15,8 @@ from pytest_tts_scaling.calibration.truth import (
     Truth,
     batching_qmax,
     closed_form_qmax,
+    hang_up_point_s,
+    hang_up_qmax,
     p95_ttfab_ms,
     serial_qmax,
     simulate_ttfab_s,
@@ -21,6 +25,7 @@ from pytest_tts_scaling.calibration.truth import (
     slots_qmax,
     truth_for,
 )
+from pytest_tts_scaling.core.records import HangUp
 
 
 @pytest.mark.parametrize(
@@ -118,14 +123,15 @@ def test_the_random_case_separates_even_short_windows() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    [c for c in CASES if c.truth().q_max and c.truth().error_kind is None],
+    [c for c in CASES if c.truth().q_max and c.truth().error_kind is None and not c.hang_up],
     ids=lambda c: c.name,
 )
 def test_every_case_slo_is_far_from_the_p95_on_both_sides(case: Case) -> None:
-    """(A Q_max a fault sets, truncation above K, is not decided by latency.)"""
+    """On the case's own clock. (A Q_max a fault sets, truncation above K, is not decided by
+    latency.)"""
     truth = case.truth()
     assert truth.q_max is not None
-    assert slo_margin_ms(case.discipline, case.slo_ms, truth.q_max) >= 20
+    assert slo_margin_ms(case.clock_discipline(), case.slo_ms, truth.q_max) >= 20
 
 
 def test_the_matrix_has_several_cases_of_qmax_ten_or_more() -> None:
@@ -171,3 +177,98 @@ def test_the_audio_cases_truths() -> None:
     )
     lead = BY_NAME["lead-silence"].truth()
     assert (lead.q_max, lead.audible_after_ttfab_ms) == (3, 300.0)
+
+
+def simulate_hang_ups_p95_ms(
+    slots: Slots, hang_up: HangUp, hang_up_s: float, *, frees: bool, concurrency: int
+) -> float:
+    """The steady-state p95 TTFAB of a closed loop on one slot whose listener hangs up on the
+    requests `hang_up` picks, `hang_up_s` into their answers: an event-by-event simulation."""
+    arrivals = [(0.0, worker, 0) for worker in range(concurrency)]
+    free_at, ttfab = 0.0, []
+    for _ in range(220 * concurrency):
+        arrived, worker, seq = heapq.heappop(arrivals)
+        start = max(arrived, free_at)
+        ttfab.append(start + slots.first_audio_s - arrived)
+        hung = hang_up.hangs_up(worker + seq * concurrency)
+        returns = start + (hang_up_s if hung else slots.service_s)
+        free_at = returns if hung and frees else start + slots.service_s
+        heapq.heappush(arrivals, (returns, worker, seq + 1))
+    return float(np.percentile(np.asarray(ttfab[20 * concurrency :]) * 1000, 95))
+
+
+@pytest.mark.parametrize("name", ["hang-up-frees", "hang-up-keeps"])
+def test_hang_up_closed_forms_agree_with_the_simulation_and_stand_clear_of_the_slo(
+    name: str,
+) -> None:
+    case = BY_NAME[name]
+    assert case.hang_up is not None
+    slots = case.discipline
+    assert isinstance(slots, Slots)
+    point_s = hang_up_point_s(slots, 4, case.hang_up.after_audio_s)
+    assert point_s == pytest.approx(0.02 + 0.38 / 3)
+    p95 = {
+        n: simulate_hang_ups_p95_ms(
+            slots, case.hang_up, point_s, frees=case.frees_abandoned, concurrency=n
+        )
+        for n in range(1, 9)
+    }
+    q_max = case.truth().q_max
+    assert q_max == max(n for n, ms in p95.items() if ms <= case.slo_ms)
+    assert q_max == hang_up_qmax(slots, point_s, frees=case.frees_abandoned, slo_ms=case.slo_ms)
+    assert min(case.slo_ms - p95[q_max], p95[q_max + 1] - case.slo_ms) >= 20
+
+
+def test_hang_ups_move_qmax_each_way() -> None:
+    """Against the same server heard to the end: up where the slot is freed, down where it is
+    not (the worker that hung up waits behind its own abandoned answer)."""
+    frees, keeps = BY_NAME["hang-up-frees"], BY_NAME["hang-up-keeps"]
+    assert (frees.truth().q_max, truth_for(frees.discipline, frees.slo_ms).q_max) == (5, 2)
+    assert (keeps.truth().q_max, truth_for(keeps.discipline, keeps.slo_ms).q_max) == (2, 3)
+    assert frees.truth().hangs_up
+    assert keeps.truth().hangs_up
+    with pytest.raises(ValueError, match="no closed form"):
+        replace(keeps, frees_abandoned=True).truth()
+
+
+def test_the_listener_clock_cases_truths() -> None:
+    """Silence in one piece with the speech is heard 300 ms after TTFAB, so on the audible clock
+    Q_max is 3 where TTFAB's would be 4; a stall of 300 ms after 25 ms of audio puts glitch-free
+    playback 275 ms after TTFAB, so on the playback clock Q_max is 2 where TTFAB's would be 3.
+    Both SLOs lie at least 199 ms from the p95 of Q_max and of Q_max + 1 on their clock."""
+    joined = BY_NAME["lead-in-one-piece"]
+    stall = BY_NAME["stall-after-first"]
+    assert (joined.slo_metric, stall.slo_metric) == ("audible", "playback")
+    # 0.1 s of audio in 4 pieces; with the joined silence the last piece (at 400 ms, after
+    # 375 ms of audio) is the one playback waits for: 5 ms after TTFAB
+    assert joined.clock_offsets_s() == pytest.approx(
+        {"ttfab": 0.02, "audible": 0.32, "playback": 0.025}
+    )
+    assert stall.clock_offsets_s() == pytest.approx(
+        {"ttfab": 0.02, "audible": 0.02, "playback": 0.295}
+    )
+    heard, playing = joined.truth(), stall.truth()
+    assert (heard.q_max, heard.bracketed) == (3, True)
+    assert heard.audible_after_ttfab_ms == pytest.approx(300.0)
+    assert heard.glitch_free_after_ttfab_ms == pytest.approx(5.0)
+    assert (playing.q_max, playing.bracketed) == (2, True)
+    assert playing.glitch_free_after_ttfab_ms == pytest.approx(275.0)
+    assert playing.audible_after_ttfab_ms is None  # zeros: nothing to hear
+    assert truth_for(joined.discipline, joined.slo_ms).q_max == 4
+    assert truth_for(stall.discipline, stall.slo_ms).q_max == 3
+    for case in (joined, stall):
+        q_max = case.truth().q_max
+        assert q_max is not None
+        assert slo_margin_ms(case.clock_discipline(), case.slo_ms, q_max) > 199.0
+    # the existing lead of silence, sent apart: heard when it has played; its last piece, too,
+    # comes 5 ms after the audio before it would have played out
+    lead = BY_NAME["lead-silence"].truth()
+    assert lead.audible_after_ttfab_ms == pytest.approx(300.0)
+    assert lead.glitch_free_after_ttfab_ms == pytest.approx(5.0)
+
+
+def test_a_leads_check_needs_every_rung_within_tolerance() -> None:
+    truth = Truth(q_max=2, bracketed=True, source="closed form", glitch_free_after_ttfab_ms=275.0)
+    assert Outcome(q_max=2, bracketed=True, glitch_free_leads_ms=(270.0, 285.0)).matches(truth)
+    assert not Outcome(q_max=2, bracketed=True, glitch_free_leads_ms=(270.0, 300.0)).matches(truth)
+    assert not Outcome(q_max=2, bracketed=True).matches(truth)

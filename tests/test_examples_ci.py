@@ -277,3 +277,13 @@ def test_the_checker_rejects_what_does_not_exist(at_root_scenarios: pytest.Pytes
     with pytest.raises(AssertionError):
         check_tts_bench(Command("test", ["tts-bench", "thaw", "--endpoint", "x", "--frozen"]))
     assert "--tts-baseline" in PLUGIN_FLAGS
+
+
+def test_the_readme_pictures_run_command_is_accepted(at_root_scenarios: pytest.Pytester) -> None:
+    """run.txt names the `make qmax` behind the README's first picture: pytest accepts its ARGS."""
+    text = (ROOT / "reports" / "examples" / "local-run" / "run.txt").read_text()
+    [made] = re.findall(r"^\s*make qmax ARGS=(\"[^\"]*\")$", text, flags=re.MULTILINE)
+    recipe = (ROOT / "Makefile").read_text().split("\nqmax:", 1)[1].splitlines()[1]
+    make_pytest = shlex.split(recipe.strip().replace("$(BIN)/", "").replace("$(ARGS)", ""))
+    argv = [*make_pytest, *shlex.split(shlex.split(made)[0])]
+    assert check_pytest(Command("run.txt", argv), at_root_scenarios) >= 1

@@ -389,3 +389,19 @@ def test_the_plugin_and_the_local_fleet_never_import_locust() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_scenario_with_hang_ups_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "corpus.txt").write_text("One two three.\n")
+    scenario = tmp_path / "barge.toml"
+    scenario.write_text(
+        'name = "barge"\n[text]\ncorpus = ["corpus.txt"]\n'
+        "[listener]\nhang_up = { fraction = 0.5, after_audio_s = 1.0 }\n"
+    )
+    args = ["--endpoint-url", "http://127.0.0.1:9", "--users", "1", "--duration", "1"]
+    assert main(["load", *args, "--scenario", str(scenario)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'listener.hang_up': load's Locust users do not hang up" in err
+    assert "locust" not in sys.modules

@@ -17,7 +17,17 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_tts_scaling"
 
 # Installing the package costs a project nothing until a step is used.
-HEAVY = ("numpy", "pydantic", "jinja2", "jmespath", "boto3", "torch", "matplotlib", "locust")
+HEAVY = (
+    "numpy",
+    "pydantic",
+    "jinja2",
+    "jmespath",
+    "boto3",
+    "torch",
+    "matplotlib",
+    "locust",
+    "mlflow",
+)
 
 # Plans, statistics and verdicts: numbers in, numbers out. Which modules they may import is the
 # "pure core" contract in .importlinter (tests/test_import_contracts.py); here, that they call no

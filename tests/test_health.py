@@ -261,6 +261,8 @@ def test_the_command_line_says_why_no_rung_passed_as_pytest_does(
         assert cli.main([*args, *timing, "--artifacts-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "qmax: FAIL: no rung met p95 TTFAB <= 10 ms; lowest rung N=1 p95 " in out
+    # N=1 alone missed the SLO: the last line is the next step, as a command.
+    assert out.strip().splitlines()[-1].startswith("qmax: next: tts-bench qmax --slo-ms 500 (N=1")
 
 
 def test_the_stall_bound_grows_with_the_longest_silence_of_a_lone_request() -> None:

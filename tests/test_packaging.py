@@ -34,19 +34,36 @@ def test_every_package_folder_is_listed() -> None:
     }
     expected = {"pytest_tts_scaling" + (f".{p}" if p else "") for p in on_disk}
     expected.add("pytest_tts_scaling.scenarios")
+    expected |= set(DATA_FOLDERS)
     assert expected <= listed, f"not in pyproject's packages: {sorted(expected - listed)}"
+    data: dict[str, list[str]] = SETUPTOOLS["package-data"]
     for package in listed:
-        assert (folder_of(package) / "__init__.py").is_file(), package
+        folder = folder_of(package)
+        # A folder of data files is a package without code: package-data names its files.
+        assert (folder / "__init__.py").is_file() or package in data, package
+
+
+# The folders of data files the code reads, each listed as a package with its files' glob (a
+# folder left out of `packages` draws setuptools' "Package would be ignored" warning).
+DATA_FOLDERS = {
+    "pytest_tts_scaling.report.templates": "*.j2",
+    "pytest_tts_scaling.scenarios.templates": "*.j2",
+    "pytest_tts_scaling.scenarios.texts": "*.txt",
+}
+
+
+def package_data(package: str) -> set[Path]:
+    data: dict[str, list[str]] = SETUPTOOLS["package-data"]
+    folder = folder_of(package)
+    return {p for glob in data.get(package, []) for p in folder.glob(glob)}
 
 
 def test_package_data_globs_match_the_files_the_code_reads() -> None:
-    data: dict[str, list[str]] = SETUPTOOLS["package-data"]
     scenarios = folder_of("pytest_tts_scaling.scenarios")
-    matched = {p for glob in data["pytest_tts_scaling.scenarios"] for p in scenarios.glob(glob)}
-    needed = {*scenarios.glob("*.toml"), *scenarios.glob("templates/*"), *scenarios.glob("texts/*")}
-    assert needed
-    assert needed <= matched
-    plugin = folder_of("pytest_tts_scaling")
-    matched = {p for glob in data["pytest_tts_scaling"] for p in plugin.glob(glob)}
-    assert plugin / "py.typed" in matched
-    assert set((plugin / "report" / "templates").glob("*.j2")) <= matched
+    assert set(scenarios.glob("*.toml")) <= package_data("pytest_tts_scaling.scenarios")
+    assert folder_of("pytest_tts_scaling") / "py.typed" in package_data("pytest_tts_scaling")
+    for package, glob in DATA_FOLDERS.items():
+        files = {p for p in folder_of(package).iterdir() if p.is_file()}
+        assert files, package
+        assert files == set(folder_of(package).glob(glob)), f"{package}: only {glob} files"
+        assert files <= package_data(package), package

@@ -23,7 +23,10 @@ def test_help_lists_every_option_with_its_default(pytester: pytest.Pytester) -> 
         "--endpoint-url=URL",
         "--tts-transport=KIND",
         "session). Default: response-stream.",
-        "--tts-slo-ms=MS p95 time-to-first-audio-byte objective in ms. Default: 3000.",
+        "--tts-slo-ms=MS p95 objective in ms, on the clock --tts-slo-metric names; several, "
+        "comma-separated (1000,2000,3000), bracket Q_max at each tier",
+        "(the artifact's slo_ms is the largest). Default: 3000.",
+        "--tts-slo-metric=CLOCK The clock the SLO holds: ttfab (first audio byte)",
         "--tts-ladder=N,N,... Measure exactly these concurrency rungs (the published method's "
         "ladder is 1,5,10,20,30,40,50,60). Default: none (adaptive search",
         "--tts-max-concurrency=N Highest concurrency the adaptive search may try",
@@ -185,7 +188,8 @@ def test_dry_run_of_the_search_states_its_worst_case_past_capture(
         [
             "qmax dry run: url endpoint http://127.0.0.1:9*",
             "adaptive search up to N=64: hold 60 s (last 30 s measured), gap 10 s, runs 1",
-            "  rung 1: N=1; then the predicted SLO crossing*N pass / N+1 fail",
+            "  rung 1: N=1; then the predicted SLO crossing*N pass / N+1 fail, then N once more "
+            "to confirm*",
             # 2*log2(64)+6 = 18 concurrencies, 3 measurements each of up to 60+4*30 s (a sparse
             # window is held up to 4 more), 53 gaps of 10 s
             "estimate: about 5.7 min (4-6 rungs); worst case 170.8 min: 18 concurrencies, each "

@@ -10,6 +10,7 @@ from tts_container.audio import wav_header
 from pytest_tts_scaling.core.records import (
     AudioFormat,
     ConnectTimeout,
+    HangUp,
     RequestRecord,
     RequestSpec,
     StreamTimer,
@@ -104,3 +105,56 @@ def test_clock_is_monotonic_ns_by_default() -> None:
     assert timer.start_ns is not None
     assert timer.first_audio_ns >= timer.start_ns
     assert list(itertools.islice([timer.audio_bytes], 1)) == [2]
+
+
+def test_a_listener_hangs_up_once_its_audio_has_arrived() -> None:
+    """0.25 s of audio (12000 bytes at 48000 B/s) reached at the second piece, 60 ms in: the
+    answer ends there, served, whatever the transport reads or says after it."""
+    spec = RequestSpec("r1", {}, hang_up_after_s=0.25)
+    timer = spec.timer()
+    timer.clock_ns = fake_clock(0, 30, 60, 200)
+    timer.started()
+    timer.body(b"\x01\x00" * 4800)
+    assert timer.hung_up_ns is None
+    timer.body(b"\x01\x00" * 4800)
+    assert timer.hung_up_ns == 60_000_000
+    timer.finished("ok")
+    record = RequestRecord.from_timer(timer, spec, rung=1, worker=0, epoch_offset_ns=0)
+    assert (record.status, record.hung_up, record.ttfab_ms) == ("ok", True, 30.0)
+    assert record.latency_ms == 60.0
+    assert record.audio_s == pytest.approx(0.4)
+
+
+def test_an_answer_shorter_than_the_hang_up_point_is_heard_whole() -> None:
+    spec = RequestSpec("r1", {}, hang_up_after_s=1.0)
+    timer = spec.timer()
+    timer.clock_ns = fake_clock(0, 30, 90)
+    timer.started()
+    timer.body(b"\x01\x00" * 4800)
+    timer.finished("ok")
+    record = RequestRecord.from_timer(timer, spec, rung=1, worker=0, epoch_offset_ns=0)
+    assert (record.hung_up, record.latency_ms) == (False, 90.0)
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 1 / 3, 1.0])
+def test_hang_ups_hold_their_share_in_every_run_of_requests(fraction: float) -> None:
+    listener = HangUp(fraction=fraction, after_audio_s=1.0)
+    picks = [listener.hangs_up(i) for i in range(1000)]
+    for start, length in itertools.product((0, 17, 500), (10, 100, 400)):
+        share = sum(picks[start : start + length])
+        assert abs(share - fraction * length) <= 1
+
+
+def test_audio_levels_can_wait_until_after_the_load() -> None:
+    """The engine makes records without levels as requests end and adds them after its load:
+    the same record as made at once."""
+    spec = RequestSpec("r1", {})
+    timer = spec.timer()
+    timer.started()
+    timer.body(b"\x00\x00" * 2400 + b"\x10\x27" * 2400)
+    timer.finished("ok")
+    now = RequestRecord.from_timer(timer, spec, rung=1, worker=0, epoch_offset_ns=0)
+    later = RequestRecord.from_timer(timer, spec, rung=1, worker=0, epoch_offset_ns=0, levels=False)
+    assert (later.chunk_peaks, later.audio_floor) == ((), None)
+    assert later.with_levels(timer) == now
+    assert now.chunk_peaks == (10000,)

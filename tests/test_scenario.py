@@ -11,6 +11,7 @@ import pytest
 
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.core.decoding import DecodeError, ResponseFormat
+from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
 from pytest_tts_scaling.load.workload import Workload, sample_texts, workload_for
 from pytest_tts_scaling.options import RunOptions
@@ -56,6 +57,23 @@ def test_shipped_scenarios_load() -> None:
         (BASE + '[request]\ntemplate = "missing.j2"\n', "field 'request.template': no such file"),
         ('name = "s"\n[text]\ncorpus = ["nope.txt"]\n', "field 'text.corpus.0': no such file"),
         ("name = \n", "not TOML"),
+        (
+            BASE + "[listener]\nhang_up = { fraction = 0, after_audio_s = 1.0 }\n",
+            "field 'listener.hang_up.fraction'",
+        ),
+        (
+            BASE + "[listener]\nhang_up = { fraction = 1.5, after_audio_s = 1.0 }\n",
+            "field 'listener.hang_up.fraction'",
+        ),
+        (
+            BASE + "[listener]\nhang_up = { fraction = 0.3 }\n",
+            "field 'listener.hang_up.after_audio_s'",
+        ),
+        (
+            BASE + "[listener]\nhang_up = { fraction = 0.3, after_audio_s = -1 }\n",
+            "field 'listener.hang_up.after_audio_s'",
+        ),
+        (BASE + "[listener]\nbarge_in = true\n", "field 'listener.barge_in'"),
     ],
 )
 def test_every_error_names_file_and_field(tmp_path: Path, toml: str, message: str) -> None:
@@ -215,3 +233,14 @@ gap_s = 0
     assert len(joined) == len(outputs)
     assert {i["voice"] for i, _ in joined} == {"v1", "v2"}
     assert all(o["status"] == "ok" and o["voice"] == i["voice"] for i, o in joined)
+
+
+def test_a_listener_hangs_up_on_its_share_of_requests(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + "[listener]\nhang_up = { fraction = 0.3, after_audio_s = 1.5 }\n")
+    scenario = load_scenario(path)
+    workload = Workload.from_scenario(scenario, model="m")
+    specs = [workload.request(4, worker, seq) for seq in range(25) for worker in range(4)]
+    hung = [s.hang_up_after_s for s in specs if s.hang_up_after_s is not None]
+    assert hung == [1.5] * 30
+    with pytest.raises(InputError, match=r"field 'listener\.hang_up'.*response-stream"):
+        workload_for(RunOptions(loaded_scenario=scenario, transport="bidi"), "url")

@@ -10,7 +10,7 @@ import pytest
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.calibration.disciplines import Faults
 from pytest_tts_scaling.core.decoding import ResponseFormat
-from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTimer
+from pytest_tts_scaling.core.records import HangUp, RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.core.verdicts import RungInputs, judge
 from pytest_tts_scaling.load.engine import ClosedLoop
 from pytest_tts_scaling.load.transports import Session, Transport, admission_bound, error_outcome
@@ -309,3 +309,52 @@ def test_an_interim_100_continue_is_not_the_answer() -> None:
     )
     timer = one_request(answer)
     assert (timer.status, timer.http_status, timer.audio_bytes) == ("ok", 200, len(audio))
+
+
+def test_a_listener_hangs_up_on_half_the_answers_and_the_rest_are_heard_whole() -> None:
+    """Answers of 0.4 s audio in 4 pieces; half hung up after 0.2 s: those end at their second
+    piece on a closed connection, the next request opens another, and the rung counts them
+    served, with latency and audio only of the answers heard whole. Audio levels and `on_audio`
+    come once the load stops, for the answers heard whole."""
+    workload = Workload(hang_up=HangUp(fraction=0.5, after_audio_s=0.2))
+    heard: list[tuple[RequestRecord, int]] = []
+    server = SerialStreamServer(service_s=0.4, first_audio_s=0.01, chunks=4, slots=2, tone=True)
+    with server:
+
+        async def go() -> tuple[list[RequestRecord], list[RequestRecord]]:
+            transport = HttpStreamTransport(server.base_url)
+            loop = ClosedLoop(
+                transport,
+                lambda w, s: workload.request(2, w, s),
+                concurrency=2,
+                on_audio=lambda record, audio: heard.append((record, len(audio))),
+            )
+            loop.start()
+            await loop.wait_for(lambda: len(loop.records) >= 12, timeout_s=60)
+            in_flight = list(loop.records)
+            await loop.stop()
+            return in_flight, loop.records
+
+        in_flight, records = asyncio.run(go())
+    assert all(r.status == "ok" for r in records)
+    hung = [r for r in records if r.hung_up]
+    assert 0 < len(hung) < len(records)
+    assert all(r.audio_s == pytest.approx(0.2) for r in hung)
+    assert all(r.audio_s == pytest.approx(0.4) for r in records if not r.hung_up)
+    # A hung-up answer ends when its last piece was read, not when the connection closed.
+    assert all(r.latency_ms == pytest.approx((r.ttfab_ms or 0) + sum(r.gaps_ms)) for r in hung)
+    assert all(not r.chunk_peaks for r in in_flight)
+    assert all(len(r.chunk_peaks) == len(r.gaps_ms) + 1 for r in records)
+    assert [r.request_id for r, _ in heard] == [r.request_id for r in records if not r.hung_up]
+    assert all(size == 19200 for _, size in heard)
+    rung = judge(
+        RungInputs(
+            concurrency=2, window=records, measure_s=1.0, concurrency_mean=2.0, concurrency_max=2.0
+        ),
+        1000.0,
+    )
+    assert (rung.hung_up, rung.completed, rung.failed) == (len(hung), len(records), 0)
+    assert rung.audio_s is not None
+    assert rung.audio_s.p50 == pytest.approx(0.4)
+    assert rung.latency_ms.p50 is not None
+    assert rung.latency_ms.p50 >= 400

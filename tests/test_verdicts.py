@@ -12,7 +12,9 @@ from pytest_tts_scaling.core.search import next_step
 from pytest_tts_scaling.core.verdicts import (
     RungInputs,
     clearly_above,
+    goodput_ms,
     judge,
+    record_clock,
     select_qmax,
     standing,
     straddles_slo,
@@ -262,3 +264,14 @@ def test_rtf_is_wall_time_over_audio_even_when_audio_arrives_in_one_burst() -> N
     assert rtf is not None
     assert rtf.p50 == pytest.approx(0.5)
     assert rtf.max == pytest.approx(0.5)
+
+
+def test_a_hung_up_request_is_served_at_its_hang_up_point_on_a_clock_it_never_reached() -> None:
+    """Without a time on the SLO's clock (hung up before the clock's moment), a hung-up request
+    counts when it reached the hang-up point, not as a request without audio; one heard whole
+    without that time still does."""
+    hung = make_record(0, ttfab_ms=100.0, latency_ms=400.0, hung_up=True)
+    silent = make_record(1, ttfab_ms=100.0, latency_ms=400.0)
+    clock = record_clock("playback")
+    assert goodput_ms([hung, silent], 1000.0, clock) == [400.0, 2000.0]
+    assert goodput_ms([dataclasses.replace(hung, glitch_free_ms=150.0)], 1000.0, clock) == [150.0]

@@ -26,6 +26,7 @@ from tts_container.app import create_app
 from tts_container.engine import KokoroEngine, KokoroPiece, synthesize_all
 from tts_container.forced_durations import ForcedDurations
 from tts_container.metrics import MetricsLog
+from tts_container.onnx_engine import OnnxKokoroEngine
 from tts_container.request import SynthesisRequest
 from tts_container.settings import UNTRAINED_FORCED_LABEL, UNTRAINED_LABEL, Settings
 
@@ -101,6 +102,43 @@ def test_the_conversion_speaks_like_the_export(
     assert close / tokens >= 0.95, (close, tokens)
 
 
+@pytest.fixture(scope="module")
+def onnx_engine() -> OnnxKokoroEngine:
+    return OnnxKokoroEngine.load(Settings(engine="onnx", device="cpu"))
+
+
+def test_the_onnx_engine_speaks_like_the_torch_path(
+    float32_engine: KokoroEngine, onnx_engine: OnnxKokoroEngine, no_noise: None
+) -> None:
+    """ENGINE=onnx against the float32 torch path, as the conversion test holds the export: the
+    engine's answer is the export's for the same tokens, voice and speed (its durations read from
+    the graph), whose durations lie within one frame of torch's for >= 95 % of tokens; torch with
+    those durations forced speaks it at a log-mel correlation >= 0.98."""
+    parts, _ = trained_model.locate_package_files()
+    session = onnx_session(trained_model.assemble_export(parts))
+    pack = float32_engine._voice_packs[VOICE].numpy()
+    tokens = close = 0
+    for text in SENTENCES[:3]:
+        phonemes = "".join(p for p in onnx_engine._g2p(text) if p in onnx_engine._vocab)
+        [audio] = onnx_engine.synthesize([KokoroPiece(phonemes, VOICE, 1.0)])
+        ids = [onnx_engine._vocab[p] for p in phonemes]
+        graph_audio, graph_durations = onnx_speak(session, ids, pack[len(ids) - 1])
+        assert len(audio) == len(graph_audio), text
+        assert mel_correlation(audio, graph_audio) >= 0.999, text
+        _, durations = torch_speak(float32_engine._model, ids, pack[len(ids) - 1])
+        assert len(durations) == len(graph_durations) == len(ids) + 2
+        tokens += len(durations)
+        close += int(np.sum(np.abs(durations - graph_durations) <= 1))
+        forced, _ = torch_speak(
+            float32_engine._model, ids, pack[len(ids) - 1], durations=graph_durations
+        )
+        assert abs(len(forced) - len(audio)) <= FRAME_SAMPLES
+        correlation = mel_correlation(forced, audio)
+        print(f"{text!r}: log-mel correlation with torch {correlation:.4f}")
+        assert correlation >= 0.98, (text, correlation)
+    assert close / tokens >= 0.95, (close, tokens)
+
+
 def test_a_bfloat16_decoder_speaks_like_the_float32_one(
     float32_engine: KokoroEngine, trained_model_cache: Path, no_noise: None
 ) -> None:
@@ -127,9 +165,11 @@ def test_a_bfloat16_decoder_speaks_like_the_float32_one(
 
 
 def _speak_over_http(url: str, voice: str) -> tuple[str, list[tuple[str, str]]]:
+    """The weights and engine /ping names (``weights/engine``), and each sentence's transcript."""
     pairs = []
     with httpx.Client(timeout=REQUEST_TIMEOUT_S) as client:
-        weights = client.get(url + "/ping").headers["x-tts-weights"]
+        ping = client.get(url + "/ping").headers
+        weights = f"{ping['x-tts-weights']}/{ping['x-tts-engine']}"
         for text in SENTENCES:
             response = client.post(url + "/invocations", json={"text": text, "voice": voice})
             assert response.status_code == 200, response.text
@@ -141,24 +181,37 @@ def _speak_over_http(url: str, voice: str) -> tuple[str, list[tuple[str, str]]]:
 def test_the_container_path_is_intelligible_and_the_untrained_model_is_not(
     trained_model_cache: Path, dev_model_cache: Path, tmp_path: Path
 ) -> None:
-    """Twelve sentences through segmenting, streaming and PCM over HTTP, transcribed offline."""
-    with tts_serve({"TTS_CACHE_DIR": str(trained_model_cache)}, tmp_path / "trained.log") as url:
+    """Twelve sentences through segmenting, streaming and PCM over HTTP, transcribed offline: the
+    trained model on torch, on ONNX Runtime (auto's choice here: within 0.05 of torch's word
+    error rate), and the untrained model."""
+    env = {"TTS_CACHE_DIR": str(trained_model_cache), "ENGINE": "torch"}
+    with tts_serve(env, tmp_path / "trained.log") as url:
         weights, trained = _speak_over_http(url, VOICE)
-    assert weights == "trained (int8-derived v1.0)"
+    assert weights == "trained (int8-derived v1.0)/torch"
     trained_wer = corpus_word_error_rate(trained)
+    with tts_serve({"TTS_CACHE_DIR": str(trained_model_cache)}, tmp_path / "onnx.log") as url:
+        weights, onnx = _speak_over_http(url, VOICE)
+    assert weights == "trained (int8-derived v1.0)/onnx"
+    onnx_wer = corpus_word_error_rate(onnx)
     env = {"TTS_CACHE_DIR": str(dev_model_cache), "WEIGHTS": "untrained"}
     with tts_serve(env, tmp_path / "untrained.log") as url:
         weights, untrained = _speak_over_http(url, "af_heart")
-    assert weights == "untrained (development)"
+    assert weights == "untrained (development)/torch"
     untrained_wer = corpus_word_error_rate(untrained)
-    print(f"WER trained {trained_wer:.3f}, untrained {untrained_wer:.3f}")
+    print(
+        f"WER trained: torch {trained_wer:.3f}, onnx {onnx_wer:.3f}; untrained {untrained_wer:.3f}"
+    )
     assert trained_wer is not None
     assert trained_wer <= 0.40, trained
+    assert onnx_wer is not None
+    assert onnx_wer <= trained_wer + 0.05, (onnx, trained)
     assert untrained_wer is not None
     assert untrained_wer >= 0.9, untrained
 
 
-def _serve(engine: KokoroEngine, texts: list[str], tmp_path: Path, **settings: Any) -> list[Any]:
+def _serve(
+    engine: KokoroEngine | OnnxKokoroEngine, texts: list[str], tmp_path: Path, **settings: Any
+) -> list[Any]:
     """``texts`` sent at once through the app; each answer's samples, in order."""
     app = create_app(
         Settings(cache_dir=tmp_path, **settings),
@@ -178,13 +231,16 @@ def _serve(engine: KokoroEngine, texts: list[str], tmp_path: Path, **settings: A
     return asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("engine_name", ["engine", "onnx_engine"])
 def test_scheduling_and_batching_change_no_audio(
-    engine: KokoroEngine, no_noise: None, tmp_path: Path
+    engine_name: str, request: pytest.FixtureRequest, no_noise: None, tmp_path: Path
 ) -> None:
     """The same requests alone, under fifo, under edf and batched: the same durations, log-mel
     correlation >= 0.99 with the lone answer, the same transcript but for one word (a batch's
     composition follows arrival timing, and on a busy machine a padded forward's last bits can
-    tip the recognizer between two near words: "next tools" against "next goals")."""
+    tip the recognizer between two near words: "next tools" against "next goals"). On torch and
+    on ONNX Runtime (whose batch runs its segments one by one)."""
+    engine = request.getfixturevalue(engine_name)
     texts = [SENTENCES[2], SENTENCES[7], SENTENCES[9]]  # two segments each
     alone = [_serve(engine, [text], tmp_path)[0] for text in texts]
     runs = {

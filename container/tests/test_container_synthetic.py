@@ -84,7 +84,7 @@ class TestSettings:
         ("variable", "value", "message"),
         [
             ("SCHEDULER", "lifo", "scheduler must be one of fifo, edf, got 'lifo'"),
-            ("ENGINE", "fake", "engine must be one of kokoro, synthetic, got 'fake'"),
+            ("ENGINE", "fake", "engine must be one of auto, torch, onnx, synthetic, got 'fake'"),
             ("BATCH_MAX", "0", "batch_max must be >= 1"),
             ("BATCH_WAIT_MS", "soon", "BATCH_WAIT_MS must be a number, got 'soon'"),
             ("MAX_WAIT_MS", "-1", "MAX_WAIT_MS must be a finite number >= 0, got '-1'"),

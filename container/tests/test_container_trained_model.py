@@ -158,7 +158,8 @@ def test_weights_settings_and_labels() -> None:
         Settings.from_env({"WEIGHTS": "x"})
     with pytest.raises(SettingsError, match="exclude each other"):
         Settings(model_dir=Path("/tmp"), weights="untrained")
-    with pytest.raises(SettingsError, match="engine must be one of kokoro, synthetic, got 'real'"):
+    message = "engine must be one of auto, torch, onnx, synthetic, got 'real'"
+    with pytest.raises(SettingsError, match=message):
         Settings(engine="real")
 
 

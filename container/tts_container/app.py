@@ -61,12 +61,15 @@ WARMUP_TEXT = "Warm up, once."
 
 
 def kokoro_engine_factory(settings: Settings) -> Engine:
+    """Kokoro on the engine ``ENGINE`` resolves to (torch, or ONNX Runtime on a CPU)."""
     from tts_container.engine import KokoroEngine
+    from tts_container.onnx_engine import OnnxKokoroEngine
 
     def on_framework_init() -> None:
         emit_marker("framework_init")
 
-    return KokoroEngine.load(settings, on_framework_init=on_framework_init)
+    kind = OnnxKokoroEngine if settings.kokoro_engine == "onnx" else KokoroEngine
+    return kind.load(settings, on_framework_init=on_framework_init)
 
 
 def default_engine_factory(settings: Settings) -> EngineFactory:

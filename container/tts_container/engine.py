@@ -221,15 +221,77 @@ def trim_edges(
     return audio[start:end]
 
 
-class KokoroEngine:
+class KokoroText:
+    """Kokoro's text side, whatever runs the model: voices, segments and G2P per segment."""
+
+    sample_rate = KOKORO_SAMPLE_RATE
+
+    def __init__(
+        self,
+        voices: Collection[str],
+        g2p: G2P,
+        vocab: Mapping[str, int],
+        *,
+        first_segment_words: int = 6,
+        japanese_g2p: G2P | None = None,
+    ) -> None:
+        self._voices = VoiceSet(voices)
+        self._g2p = g2p
+        self._japanese_g2p = japanese_g2p
+        self._vocab = vocab
+        self.first_segment_words = first_segment_words
+
+    @property
+    def voices(self) -> VoiceSet:
+        return self._voices
+
+    @property
+    def unavailable_languages(self) -> Mapping[str, str]:
+        from tts_container.g2p import JAPANESE_INSTALL
+
+        return {} if self._japanese_g2p is not None else {"j": JAPANESE_INSTALL}
+
+    def phoneme_pieces(self, request: SynthesisRequest) -> Iterator[str]:
+        """Phoneme strings of at most 510 known symbols, the first one short; G2P per segment.
+
+        Japanese text is read whole first (it has no spaces between words for the segmenter);
+        its phonemes have, so they are segmented like a request's own phonemes.
+        """
+        source, g2p = request.source, None if request.phonemes is not None else self._g2p
+        if g2p is not None and request.lang_code == "j":
+            if self._japanese_g2p is None:  # parse_request refuses such a request
+                raise ValueError(
+                    f"lang_code 'j' needs the Japanese frontend; {self.unavailable_languages['j']}"
+                )
+            source, g2p = self._japanese_g2p(source), None
+        for segment in split_segments(source, self.first_segment_words, MAX_SEGMENT_CHARS):
+            phonemes = segment if g2p is None else g2p(segment)
+            known = "".join(symbol for symbol in phonemes if symbol in self._vocab)
+            for piece in cut_long(known, MAX_PHONEMES):
+                if piece.strip():
+                    yield piece
+
+    def pieces(self, request: SynthesisRequest) -> Iterator[KokoroPiece]:
+        voice = self._voices.resolve(request.voice)
+        if voice is None:  # parse_request admits only voices of the set
+            raise ValueError(
+                f"unknown voice {request.voice!r}; available: {', '.join(self.voices)}"
+            )
+        pieces = self.phoneme_pieces(request)
+        current, opens = next(pieces, None), True
+        while current is not None:  # one piece ahead, to know which one closes the request
+            following = next(pieces, None)
+            yield KokoroPiece(current, voice, request.speed, opens, following is None)
+            current, opens = following, False
+
+
+class KokoroEngine(KokoroText):
     """Kokoro-82M through the ``kokoro`` package's `KModel`, with G2P per segment.
 
     A batch of one runs kokoro's own path (`KPipeline.infer`); a larger one runs one padded,
     masked forward (`tts_container.kokoro_batch`), as does every batch with ``forced`` durations
     (kokoro's path takes none).
     """
-
-    sample_rate = KOKORO_SAMPLE_RATE
 
     def __init__(
         self,
@@ -243,31 +305,23 @@ class KokoroEngine:
         forced: ForcedDurations | None = None,
         cores: CoreShare | None = None,
     ) -> None:
+        super().__init__(
+            tuple(voice_packs),
+            g2p,
+            model.vocab,
+            first_segment_words=first_segment_words,
+            japanese_g2p=japanese_g2p,
+        )
         self._model = model
         # None: torch's own thread count (a GPU, or OMP_NUM_THREADS set by the deployment).
         self._cores = cores
         self._voice_packs = voice_packs
-        self._voices = VoiceSet(tuple(voice_packs))
-        self._g2p = g2p
-        self._japanese_g2p = japanese_g2p
-        self._vocab: dict[str, int] = model.vocab
-        self.first_segment_words = first_segment_words
         self.forced = forced
         self.weights_label = UNTRAINED_FORCED_LABEL if forced is not None else weights_label
 
     @property
     def untrained(self) -> bool:
         return self.weights_label.startswith("untrained")
-
-    @property
-    def voices(self) -> VoiceSet:
-        return self._voices
-
-    @property
-    def unavailable_languages(self) -> Mapping[str, str]:
-        from tts_container.g2p import JAPANESE_INSTALL
-
-        return {} if self._japanese_g2p is not None else {"j": JAPANESE_INSTALL}
 
     @property
     def device(self) -> str:
@@ -346,39 +400,6 @@ class KokoroEngine:
                 else None
             ),
         )
-
-    def phoneme_pieces(self, request: SynthesisRequest) -> Iterator[str]:
-        """Phoneme strings of at most 510 known symbols, the first one short; G2P per segment.
-
-        Japanese text is read whole first (it has no spaces between words for the segmenter);
-        its phonemes have, so they are segmented like a request's own phonemes.
-        """
-        source, g2p = request.source, None if request.phonemes is not None else self._g2p
-        if g2p is not None and request.lang_code == "j":
-            if self._japanese_g2p is None:  # parse_request refuses such a request
-                raise ValueError(
-                    f"lang_code 'j' needs the Japanese frontend; {self.unavailable_languages['j']}"
-                )
-            source, g2p = self._japanese_g2p(source), None
-        for segment in split_segments(source, self.first_segment_words, MAX_SEGMENT_CHARS):
-            phonemes = segment if g2p is None else g2p(segment)
-            known = "".join(symbol for symbol in phonemes if symbol in self._vocab)
-            for piece in cut_long(known, MAX_PHONEMES):
-                if piece.strip():
-                    yield piece
-
-    def pieces(self, request: SynthesisRequest) -> Iterator[KokoroPiece]:
-        voice = self._voices.resolve(request.voice)
-        if voice is None:  # parse_request admits only voices of the set
-            raise ValueError(
-                f"unknown voice {request.voice!r}; available: {', '.join(self.voices)}"
-            )
-        pieces = self.phoneme_pieces(request)
-        current, opens = next(pieces, None), True
-        while current is not None:  # one piece ahead, to know which one closes the request
-            following = next(pieces, None)
-            yield KokoroPiece(current, voice, request.speed, opens, following is None)
-            current, opens = following, False
 
     def synthesize(self, batch: Sequence[KokoroPiece]) -> list[Samples]:
         import torch

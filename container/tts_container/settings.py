@@ -6,6 +6,7 @@ Tests build ``Settings(...)`` directly; the server builds ``Settings.from_env()`
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import os
 from collections.abc import Mapping
@@ -13,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_container.device import gpu_expected
+
 SAGEMAKER_MODEL_DIR = Path("/opt/ml/model")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "float32", "bfloat16")
 SCHEDULERS = ("fifo", "edf")
-ENGINES = ("kokoro", "synthetic")
+ENGINES = ("auto", "torch", "onnx", "synthetic")
 WEIGHTS = ("trained", "untrained")
 # Which weights ran: on every log line, in /ping's X-TTS-Weights and in the artifact.
 TRAINED_PACKAGED_LABEL = "trained (int8-derived v1.0)"
@@ -75,8 +78,11 @@ class Settings:
     # SCHEDULER: fifo (each worker runs one whole request at a time, in arrival order) or edf
     # (segments by playback deadline, batched).
     scheduler: str = "fifo"
-    # ENGINE: kokoro (Kokoro-82M) or synthetic (no model: a cost model that sleeps, see below).
-    engine: str = "kokoro"
+    # ENGINE: what runs Kokoro-82M: torch (any weights, CPU or GPU), onnx (ONNX Runtime on the
+    # model packages' int8 export, CPU only) or auto (onnx where Kokoro runs on a CPU with the
+    # packaged trained weights and onnxruntime is installed, torch elsewhere: `kokoro_engine`);
+    # or synthetic (no model: a cost model that sleeps, see below).
+    engine: str = "auto"
     # BATCH_MAX: most segments one forward takes (edf); 1 = no batching (the CPU default).
     batch_max: int = 1
     # BATCH_WAIT_MS: how long a worker may hold a batch open for more segments (edf, batch > 1);
@@ -138,11 +144,19 @@ class Settings:
                 "weights=untrained and a model directory exclude each other: give one of them"
             )
         if self.force_durations is not None and (
-            self.weights != "untrained" or self.engine != "kokoro"
+            self.weights != "untrained" or self.engine not in ("auto", "torch")
         ):
             raise SettingsError(
                 "force_durations is for the untrained model only (weights=untrained, "
-                f"engine=kokoro), got weights={self.weights}, engine={self.engine}"
+                f"engine=torch or auto), got weights={self.weights}, engine={self.engine}"
+            )
+        if self.engine == "onnx" and (
+            self.model_dir is not None or self.weights != "trained" or self.device == "cuda"
+        ):
+            raise SettingsError(
+                "engine=onnx runs the model packages' int8 export on a CPU only, got "
+                f"model_dir={self.model_dir or 'none'}, weights={self.weights}, "
+                f"device={self.device}: use engine=torch (or auto)"
             )
         if self.batch_max < 1:
             raise SettingsError(f"batch_max must be >= 1, got {self.batch_max}")
@@ -229,10 +243,30 @@ class Settings:
             return TRAINED_MODEL_DIR_LABEL
         return TRAINED_PACKAGED_LABEL
 
+    @functools.cached_property
+    def kokoro_engine(self) -> str:
+        """The engine that runs: ENGINE, with auto resolved (measured on a 2-core CPU: the int8
+        export on ONNX Runtime costs less CPU per second of audio than torch, docs/figures.md;
+        a GPU runs torch, onnxruntime's CPU build does not use it)."""
+        if self.engine != "auto":
+            return self.engine
+        packaged = self.weights_label == TRAINED_PACKAGED_LABEL
+        gpu = self.device == "cuda" or (self.device == "auto" and gpu_expected(os.environ))
+        on_cpu = not gpu
+        return "onnx" if packaged and on_cpu and _installed("onnxruntime") else "torch"
+
     @property
     def labels(self) -> dict[str, str]:
         """Which engine, scheduler and weights: on every log line, metrics line and ``/ping``."""
-        return {"engine": self.engine, "scheduler": self.scheduler, "weights": self.weights_label}
+        return {
+            "engine": self.kokoro_engine,
+            "scheduler": self.scheduler,
+            "weights": self.weights_label,
+        }
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def holds_model(directory: Path) -> bool:

@@ -175,10 +175,8 @@ def build_trained_model(target: Path, parts: list[Path], voices: Path) -> None:
     log.info("trained model: converted in %.1f s", time.monotonic() - started)
 
 
-def load_voice_packs(path: Path) -> dict[str, torch.Tensor]:
-    """The voice packs of ``voices_ja.npz`` as KModel voice tensors [510, 1, 256]."""
-    import torch
-
+def read_voice_packs(path: Path) -> dict[str, Array]:
+    """The voice packs of ``voices_ja.npz``, each float32 [510, 1, 256]."""
     packs = {}
     with np.load(path) as archive:
         for name in sorted(archive.files):
@@ -187,8 +185,15 @@ def load_voice_packs(path: Path) -> dict[str, torch.Tensor]:
                 raise TrainedModelError(
                     f"voice {name} in {path} has shape {pack.shape}; expected (510, 1, 256)"
                 )
-            packs[name] = torch.from_numpy(pack.copy())
+            packs[name] = pack.copy()
     return packs
+
+
+def load_voice_packs(path: Path) -> dict[str, torch.Tensor]:
+    """The voice packs of ``voices_ja.npz`` as KModel voice tensors [510, 1, 256]."""
+    import torch
+
+    return {name: torch.from_numpy(pack) for name, pack in read_voice_packs(path).items()}
 
 
 # --- the conversion ---------------------------------------------------------------------------

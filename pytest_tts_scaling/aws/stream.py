@@ -125,6 +125,8 @@ class _StreamSession:
                     part = event.get("PayloadPart")
                     if part is not None:
                         timer.body(part.get("Bytes") or b"")
+                        if timer.hung_up_ns is not None:
+                            break  # the listener hung up: the stream is closed below
         except TimeoutError:
             timer.finished("timeout", "invocation_timeout")
             return

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# One piece of an answer: when it is sent (seconds after its service started), the silence at its
+# head (s) and which of the speech's pieces follows it (None: silence alone).
+AnswerPiece = tuple[float, float, int | None]
+
 
 @dataclass(frozen=True)
 class Slots:
@@ -93,6 +97,16 @@ class Faults:
       included) ends cleanly after half its audio chunks, as a worker that timed out would.
     - `lead_silence_s`: the first chunk is this long of silence, sent at the first audio time;
       the speech follows `lead_silence_s` later (the slot's service time is unchanged).
+    - `lead_silence_joined`: that silence comes in one piece with the first of the speech, as
+      Kokoro's own answers open (heard `lead_silence_s` after the first byte, arrived with it).
+    - `stall_after_first_s`: the first piece of the speech, then nothing for this long, then the
+      rest at once (a player starting at the first byte runs dry for the stall less the audio
+      it had in hand).
+    - `cold_first_s`: the first request waits this long after its headers before it is served,
+      as a cold instance loads its weights on first use (/ping answers at once meanwhile).
+    - `slow_from_in_flight`, `slow_factor`: once this many requests are first in flight at once,
+      every later service takes `slow_factor` times as long (a GPU that throttles once driven
+      hard, a leak that grows with load); the first audio keeps its time.
     """
 
     max_queue_depth: int = 0
@@ -103,3 +117,26 @@ class Faults:
     ping_delay_s: float = 0.0
     truncate_above: int = 0
     lead_silence_s: float = 0.0
+    cold_first_s: float = 0.0
+    slow_from_in_flight: int = 0
+    slow_factor: float = 1.0
+    lead_silence_joined: bool = False
+    stall_after_first_s: float = 0.0
+
+    def answer_pieces(self, first_s: float, service_s: float, chunks: int) -> list[AnswerPiece]:
+        """When each piece of an answer is sent and what it holds: the speech in `chunks` pieces,
+        the first at `first_s` (after a separate lead of silence, `lead_silence_s` later), the
+        last at `service_s`, evenly between; with a stall, all but the first at once after it."""
+        lead, stall = self.lead_silence_s, self.stall_after_first_s
+        speech_at = first_s if self.lead_silence_joined else first_s + lead
+        if stall:
+            times = [speech_at, *[speech_at + stall] * (chunks - 1)]
+        else:
+            rest = max(0.0, service_s - speech_at) / max(1, chunks - 1)
+            times = [speech_at + i * rest for i in range(chunks)]
+        pieces: list[AnswerPiece] = [(at, 0.0, index) for index, at in enumerate(times)]
+        if lead and self.lead_silence_joined:
+            pieces[0] = (first_s, lead, 0)
+        elif lead:
+            pieces.insert(0, (first_s, lead, None))
+        return pieces

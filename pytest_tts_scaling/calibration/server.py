@@ -101,6 +101,10 @@ class _Drop(Exception):
     """End this connection now, mid-response."""
 
 
+class _HungUp(Exception):
+    """The client closed its connection mid-answer (a listener who hung up)."""
+
+
 @dataclass
 class SerialStreamServer:
     """The reference server; `slots` K serves K at once. `discipline` replaces the first four."""
@@ -116,6 +120,9 @@ class SerialStreamServer:
     api_key: str | None = None
     # Answers carry a tone (with a silent tail) instead of zeros (see `answer_audio`).
     tone: bool = False
+    # A client that closes its connection mid-answer frees the answer's slot at once (slots
+    # only); otherwise the slot computes the abandoned answer to its end.
+    frees_abandoned: bool = False
     host: str = "127.0.0.1"
     port: int = 0
     discipline: Discipline | None = None
@@ -124,9 +131,14 @@ class SerialStreamServer:
     # request_id -> (arrival, end) on perf_counter_ns; end is absent while in flight.
     arrived_ns: dict[str, int] = field(default_factory=dict)
     ended_ns: dict[str, int] = field(default_factory=dict)
+    # request_id -> when the server noticed its client hang up (perf_counter_ns; freeing only).
+    hung_up_ns: dict[str, int] = field(default_factory=dict)
     in_flight: int = 0
     peak_in_flight: int = 0
     requests_seen: int = 0
+    # Serving at `faults.slow_factor` times the service time (see Faults.slow_from_in_flight).
+    slowed: bool = False
+    _warm: bool = False
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _server: StreamServer | None = None
@@ -200,6 +212,10 @@ class SerialStreamServer:
         else:
             self._free_at = [0.0] * discipline.slots
             self._service_times = discipline.service_times()
+            # Freeing slots: the requests waiting for one, in order (arrival, given its start).
+            self._slot_waiters: collections.deque[tuple[float, asyncio.Future[float]]] = (
+                collections.deque()
+            )
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # asyncio lets go of a handler once its connection is lost; one still closing would then
@@ -230,7 +246,7 @@ class SerialStreamServer:
                 request_id = headers.get("x-request-id") or json.loads(body or b"{}").get(
                     "request_id", ""
                 )
-                await self._invocation(writer, request_id)
+                await self._invocation(reader, writer, request_id)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, _Drop):
             pass
         except asyncio.CancelledError:
@@ -266,7 +282,9 @@ class SerialStreamServer:
         )
         await writer.drain()
 
-    async def _invocation(self, writer: asyncio.StreamWriter, request_id: str) -> None:
+    async def _invocation(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request_id: str
+    ) -> None:
         faults = self.faults
         seq = self.requests_seen
         self.requests_seen += 1
@@ -277,9 +295,12 @@ class SerialStreamServer:
             return
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        if faults.slow_from_in_flight and self.in_flight >= faults.slow_from_in_flight:
+            self.slowed = True
         self.arrived_ns[request_id] = time.perf_counter_ns()
         try:
             await self._respond(
+                reader,
                 writer,
                 request_id,
                 drop=bool(faults.error_every)
@@ -309,7 +330,12 @@ class SerialStreamServer:
         await writer.drain()
 
     async def _respond(
-        self, writer: asyncio.StreamWriter, request_id: str, drop: bool, truncate: bool = False
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        request_id: str,
+        drop: bool,
+        truncate: bool = False,
     ) -> None:
         arrived = time.perf_counter()
         faults = self.faults
@@ -331,9 +357,15 @@ class SerialStreamServer:
             await self._chunk(writer, wav_header_with_list_chunk())
         if faults.stall_after_headers:
             await asyncio.Event().wait()
+        if faults.cold_first_s and not self._warm:
+            self._warm = True
+            await asyncio.sleep(faults.cold_first_s)
+            arrived = time.perf_counter()
         if isinstance(self.discipline, Batching):
             await self._batch_member(arrived)
             await self._audio(writer, request_id, time.perf_counter(), 0.0, 0.0, truncate)
+        elif self.frees_abandoned:
+            await self._freeing_slot(reader, writer, request_id, arrived, truncate)
         else:
             assert isinstance(self.discipline, Slots)
             start, service_s = self._take_slot(arrived)
@@ -341,6 +373,53 @@ class SerialStreamServer:
             await self._audio(writer, request_id, start, first_s, service_s, truncate)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+    async def _freeing_slot(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        request_id: str,
+        arrived: float,
+        truncate: bool,
+    ) -> None:
+        """Serve on a slot that is given up the moment the client closes its connection.
+
+        The client sends nothing while its answer streams, so a read that ends is a hang-up.
+        """
+        assert isinstance(self.discipline, Slots)
+        start, service_s = await self._acquire_slot(arrived)
+        freed_at = start + service_s
+        closed = asyncio.ensure_future(reader.read(1))
+        try:
+            first_s = min(self.discipline.first_audio_s, service_s)
+            await self._audio(writer, request_id, start, first_s, service_s, truncate, closed)
+        except (_HungUp, ConnectionError):
+            freed_at = time.perf_counter()
+            self.hung_up_ns[request_id] = time.perf_counter_ns()
+            raise _Drop from None
+        finally:
+            self._release_slot(freed_at)
+            closed.cancel()  # and wait for it: the connection's next request reads after it
+            await asyncio.gather(closed, return_exceptions=True)
+
+    async def _acquire_slot(self, arrived: float) -> tuple[float, float]:
+        """Start and service time on a freeing slot: FIFO, on ideal times like `_take_slot`."""
+        if self._free_at and not self._slot_waiters:
+            start = max(arrived, heapq.heappop(self._free_at))
+        else:
+            given: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+            self._slot_waiters.append((arrived, given))
+            start = await given
+        return start, self._service_times.next()
+
+    def _release_slot(self, at: float) -> None:
+        """A slot frees at `at`: to the first waiter, else back to the idle ones."""
+        while self._slot_waiters:
+            arrived, given = self._slot_waiters.popleft()
+            if not given.done():  # (a waiter the server's shutdown cancelled is passed over)
+                given.set_result(max(arrived, at))
+                return
+        heapq.heappush(self._free_at, at)
 
     async def _audio(
         self,
@@ -350,25 +429,29 @@ class SerialStreamServer:
         first_s: float,
         service_s: float,
         truncate: bool = False,
+        closed: asyncio.Future[bytes] | None = None,
     ) -> None:
-        """The body's chunks: the first at started + first_s, the last at started + service_s
-        (with a lead of silence, the speech from started + first_s + lead); a truncated answer
-        ends after half of them."""
-        chunks = max(1, self.chunks)
-        lead = self.faults.lead_silence_s
-        speech_s = first_s + lead
-        rest = max(0.0, service_s - speech_s) / max(1, chunks - 1)
+        """The body's chunks as `Faults.answer_pieces` times them: the first at started +
+        first_s, the last at started + service_s; a truncated answer ends after half of them.
+        `closed`, when given, ends when the client closes: then the answer stops there
+        (`_HungUp`)."""
         # The nominal length, whatever this request's service time: a text's audio does not
         # change with how long it took to compute (random service times, a batch sent at once).
         audio_s = self.service_s
-        pieces = split_audio(answer_audio(audio_s, self.tone), chunks)
-        timed = [(started + speech_s + i * rest, piece) for i, piece in enumerate(pieces)]
-        if lead:
-            timed.insert(0, (started + first_s, answer_audio(lead, tone=False)))
+        speech = split_audio(answer_audio(audio_s, self.tone), max(1, self.chunks))
+        timed = [
+            (started + at, answer_audio(lead, tone=False) + (b"" if i is None else speech[i]))
+            for at, lead, i in self.faults.answer_pieces(first_s, service_s, max(1, self.chunks))
+            if i is None or i < len(speech)
+        ]
         if truncate:
             timed = timed[: max(1, len(timed) // 2)]
         for index, (deadline, audio) in enumerate(timed):
-            await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
+            wait_s = max(0.0, deadline - time.perf_counter())
+            if closed is None:
+                await asyncio.sleep(wait_s)
+            elif (await asyncio.wait({closed}, timeout=wait_s))[0]:
+                raise _HungUp
             if self.body_format == "json":
                 continue
             chunk = audio
@@ -399,7 +482,7 @@ class SerialStreamServer:
         when the loop got round to it), so event-loop lateness never accumulates into TTFAB.
         """
         start = max(arrived, heapq.heappop(self._free_at))
-        service_s = self._service_times.next()
+        service_s = self._service_times.next() * (self.faults.slow_factor if self.slowed else 1.0)
         heapq.heappush(self._free_at, start + service_s)
         return start, service_s
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Slots
+from pytest_tts_scaling.calibration.disciplines import Batching, Discipline, Faults, Slots
+from pytest_tts_scaling.core.playback import glitch_free_start, played_at
 
 # Time from an answer's last byte to the worker's next request, as a client on 127.0.0.1 takes.
 # Only its sign matters to the schedule (a returning request misses a batch that starts at once).
@@ -32,8 +33,9 @@ class Truth:
 
     `q_max`/`bracketed` as in the artifact. `failing_reason`: every measured rung fails for this
     reason (then there is no Q_max). `error_kind`, `audible_after_ttfab_ms`: what the audio checks
-    must show. `endpoint_error`: the measurement must stop with an error
-    about the endpoint instead of a Q_max. `source` says where the number came from.
+    must show. `server_changed`, `cold_first_ms`: what the run must say about a server that
+    changed speed, and a slow first answer. `endpoint_error`: the measurement must stop with an
+    error about the endpoint instead of a Q_max. `source` says where the number came from.
     """
 
     q_max: int | None
@@ -43,8 +45,17 @@ class Truth:
     endpoint_error: bool = False
     # The rung above Q_max fails with errors of this kind (`audio_short`).
     error_kind: str | None = None
-    # Every rung's time to first audible audio is this long after its TTFAB (p50 against p50).
+    # Every rung's time to first audible speech (as played) is this long after its TTFAB (p50
+    # against p50); and its time to glitch-free playback.
     audible_after_ttfab_ms: float | None = None
+    glitch_free_after_ttfab_ms: float | None = None
+    # The client hangs up on some requests: the rungs must count them.
+    hangs_up: bool = False
+    # The server changed speed between the answer's pair and its confirmation: no Q_max, and
+    # the change named.
+    server_changed: bool = False
+    # The first answer's TTFAB (a cold start), as the health probe must report it.
+    cold_first_ms: float | None = None
 
 
 def serial_qmax(service_s: float, first_audio_s: float, slo_ms: float) -> int:
@@ -73,6 +84,34 @@ def batching_qmax(batching: Batching, slo_ms: float) -> int | None:
     room = slo_ms / 1000.0 - batching.window_s - batching.fixed_s
     q = math.floor(room / batching.per_request_s + 1e-9)
     return q if 1 <= q <= batching.max_batch else None
+
+
+def hang_up_point_s(slots: Slots, chunks: int, after_audio_s: float) -> float:
+    """When, from its start, a listener who hangs up after `after_audio_s` of audio closes an
+    answer of the reference server: its service_s of audio comes in `chunks` equal pieces, the
+    first at first_audio_s and the rest evenly until service_s (server.py `_audio`)."""
+    piece_s = slots.service_s / chunks
+    pieces = min(chunks, math.ceil(after_audio_s / piece_s - 1e-9))
+    return slots.first_audio_s + (pieces - 1) * (slots.service_s - slots.first_audio_s) / (
+        chunks - 1
+    )
+
+
+def hang_up_qmax(slots: Slots, hang_up_s: float, *, frees: bool, slo_ms: float) -> int:
+    """One slot, the listener hanging up `hang_up_s` into answers (a closed loop serves its
+    workers in turn).
+
+    A server that frees the slot when every request is hung up serves each in hang_up_s:
+    TTFAB = (N − 1)·hang_up_s + first, Q_max = floor((SLO − first)/hang_up_s) + 1. One that
+    computes the abandoned answer to its end keeps every request S on the slot, and the worker
+    that hung up waits for its own abandoned answer too: its next TTFAB = (S − hang_up_s) +
+    (N − 1)·S + first. With that share of requests above 5%, the p95 is theirs:
+    Q_max = floor((SLO − first + hang_up_s)/S).
+    """
+    room_s = slo_ms / 1000.0 - slots.first_audio_s
+    if frees:
+        return math.floor(room_s / hang_up_s + 1e-9) + 1
+    return math.floor((room_s + hang_up_s) / slots.service_s + 1e-9)
 
 
 def closed_form_qmax(discipline: Discipline, slo_ms: float) -> int | None:
@@ -127,6 +166,33 @@ def truth_for(discipline: Discipline, slo_ms: float) -> Truth:
     if not q:
         return Truth(q_max=None, bracketed=False, source=source, failing_reason="slo")
     return Truth(q_max=q, bracketed=True, source=source)
+
+
+def clock_offsets_s(slots: Slots, faults: Faults, chunks: int, audio_s: float) -> dict[str, float]:
+    """Each clock's reading of one answer, from the start of its service (no wait for a slot):
+    `ttfab`, `audible` (when its first speech plays) and `playback` (the earliest start from which
+    it never runs dry), as a player starting at the first byte hears the server's pieces: its
+    speech, `audio_s` long, in `chunks` pieces, timed by `faults.answer_pieces`.
+
+    A request that waited w for its slot reads w more on every clock, so a slots server's Q_max on
+    a clock is its Q_max with that clock's offset as the first audio time.
+    """
+    service_s = slots.service_s
+    first_s = min(slots.first_audio_s, service_s)
+    speech_piece_s = audio_s / chunks
+    pieces = faults.answer_pieces(first_s, service_s, chunks)
+    timed = [(at, lead + (0.0 if i is None else speech_piece_s)) for at, lead, i in pieces]
+    # The first speech sample lies after every silence up to and including its own piece's lead.
+    position = 0.0
+    for _, lead, index in pieces:
+        position += lead
+        if index is not None:
+            break
+    audible = played_at(timed, [position])[0]
+    playback = glitch_free_start(timed)
+    assert audible is not None
+    assert playback is not None
+    return {"ttfab": first_s, "audible": audible, "playback": playback}
 
 
 def _simulate_slots(slots: Slots, concurrency: int) -> np.ndarray:

@@ -297,7 +297,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if options["tts_scenario"]:
         # Worker processes may start elsewhere: they get the file, not a name.
         found = resolve(options["tts_scenario"], [Path("scenarios")])
-        load_scenario(found)  # a bad file or an unset key is said here, once, not per worker
+        scenario = load_scenario(found)  # a bad file or an unset key is said here, once
+        if scenario.listener.hang_up is not None:
+            raise InputError(
+                f"{found}: field 'listener.hang_up': load's Locust users do not hang up; expected "
+                "a scenario without it (qmax and ttotal measure hang-ups)"
+            )
         options["tts_scenario"] = str(found.resolve())
     config = LoadConfig(
         target=target,

@@ -25,6 +25,9 @@ FLAGS = (
     "--slo-ms",
     "--allow-config-mismatch",
     "--artifacts-dir",
+    "--mlflow",
+    "--mlflow-experiment",
+    "--mlflow-run-name",
 )
 
 
@@ -45,9 +48,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.core.plan import report_lines
     from pytest_tts_scaling.steps.plan import run_plan
+    from pytest_tts_scaling.steps.tracking import record_plan
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
-    result = run_plan(RunOptions.from_namespace(values))
+    options = RunOptions.from_namespace(values)
+    result = run_plan(options)
     for line in report_lines(result.plan):
         print(line)
     for line in result.kept:
@@ -55,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"plan written to {result.path}")
     print("paste into infra/speech_infra/registry.py REGISTRY:")
     print(result.plan.config_block)
+    for line in record_plan(result, options):
+        print(line)
     if result.stops:
         print(f"plan: FAIL: verdict stop ({', '.join(f.name for f in result.stops)})")
         return 1

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
+
+if TYPE_CHECKING:
+    from pytest_tts_scaling.steps.qmax import LadderResult
 
 FLAGS = (
     "--endpoint",
@@ -17,6 +20,7 @@ FLAGS = (
     "--model",
     "--transport",
     "--slo-ms",
+    "--slo-metric",
     "--ladder",
     "--max-concurrency",
     "--hold-s",
@@ -25,6 +29,8 @@ FLAGS = (
     "--runs",
     "--min-qmax",
     "--fail-on-inconclusive",
+    "--no-confirm",
+    "--invocation-limit-s",
     "--dry-run",
     "--artifacts-dir",
     "--allow-shallow-queue",
@@ -35,6 +41,9 @@ FLAGS = (
     "--baseline",
     "--regression-tolerance",
     "--allow-config-mismatch",
+    "--mlflow",
+    "--mlflow-experiment",
+    "--mlflow-run-name",
 )
 
 
@@ -45,7 +54,8 @@ def register(subparsers: Any) -> None:
         description="Measure Q_max: the most concurrent requests one instance holds within the "
         "p95 TTFAB SLO. Without --endpoint/--endpoint-url a local container is started. "
         "With --baseline FILE the result is then held against that qmax artifact (as "
-        "`tts-bench compare` does) and a regression exits 1.",
+        "`tts-bench compare` does) and a regression exits 1. With --mlflow the run is recorded in "
+        "MLflow once the artifacts are written.",
     )
     add_to_argparse(parser, specs_named(*FLAGS))
     parser.set_defaults(func=run)
@@ -54,13 +64,13 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.endpoints.factory import open_endpoint
     from pytest_tts_scaling.steps.baseline import (
-        below_minimum,
         check_endpoint,
         compare_with_baseline,
         load_baseline,
     )
     from pytest_tts_scaling.steps.qmax import run_ladder
-    from pytest_tts_scaling.steps.qmax_words import describe_schedule, no_qmax_message
+    from pytest_tts_scaling.steps.qmax_words import describe_schedule
+    from pytest_tts_scaling.steps.tracking import record_qmax
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
     settings = RunOptions.from_namespace(values).for_kind()
@@ -76,19 +86,34 @@ def run(args: argparse.Namespace) -> int:
             result = run_ladder(frozen, settings, progress=lambda line: print(line, flush=True))
     for line in result.summary_lines():
         print(line)
-    regressed = False
+    comparison = None
     if baseline is not None:
         comparison = compare_with_baseline(baseline, result, settings.run)
         for line in comparison.lines():
             print(line)
-        regressed = not comparison.ok
+    code = gate(result, settings.run, regressed=comparison is not None and not comparison.ok)
+    for line in record_qmax(result, settings.run, comparison):
+        print(line)
+    return code
+
+
+def gate(result: LadderResult, run: RunOptions, *, regressed: bool) -> int:
+    """The exit code: 1 for no Q_max, a Q_max below --min-qmax, an inconclusive answer with
+    --fail-on-inconclusive, or a regression against the baseline."""
+    from pytest_tts_scaling.core.next_step import next_step_line
+    from pytest_tts_scaling.core.verdicts import doubt_line
+    from pytest_tts_scaling.steps.baseline import below_minimum
+    from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+
     if result.artifact.q_max is None:
         print(f"qmax: FAIL: {no_qmax_message(result.artifact)}")
+        if (step := next_step_line(result.artifact, "tts-bench")) is not None:
+            print(f"qmax: {step}")
         return 1
-    if (floor := below_minimum(result.artifact, settings.run)) is not None:
+    if (floor := below_minimum(result.artifact, run)) is not None:
         print(f"qmax: FAIL: {floor}")
         return 1
-    if result.artifact.inconclusive and settings.run.fail_on_inconclusive:
+    if doubt_line(result.artifact) is not None and run.fail_on_inconclusive:
         print("qmax: FAIL: the answer is inconclusive (--fail-on-inconclusive)")
         return 1
     return 1 if regressed else 0

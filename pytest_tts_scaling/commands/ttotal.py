@@ -19,6 +19,9 @@ FLAGS = (
     "--artifacts-dir",
     "--allow-config-mismatch",
     "--force",
+    "--mlflow",
+    "--mlflow-experiment",
+    "--mlflow-run-name",
 )
 
 
@@ -39,6 +42,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.endpoints.factory import open_endpoint
+    from pytest_tts_scaling.steps.tracking import record_ttotal
     from pytest_tts_scaling.steps.ttotal import run_ttotal, summary_lines
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
@@ -47,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
         artifact, path = run_ttotal(
             endpoint, settings, progress=lambda line: print(line, flush=True)
         )
-    for line in summary_lines(artifact, path):
+    for line in [
+        *summary_lines(artifact, path),
+        *record_ttotal(artifact, path, settings.run, endpoint.name),
+    ]:
         print(line)
     return 0

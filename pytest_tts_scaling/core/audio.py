@@ -65,6 +65,29 @@ def levels(pcm: bytes | bytearray, chunk_bytes: Sequence[int], frame: int) -> tu
     return peaks.tolist(), int(floor)
 
 
+def peak_rises(pcm: bytes | bytearray, frame: int = 240) -> list[tuple[int, int]]:
+    """(sample index, |sample|) wherever the answer's running peak first reaches a new level, in
+    order: the first sample above any threshold is the first rise above it, so the audible
+    start can be found once the silence level is known (after the N=1 rung), without the audio.
+
+    Runs as each request ends: only the `frame`-sample frames whose peak rises above every frame
+    before them can hold a rise, and the running peak over those frames alone, in order, is the
+    answer's own there (about 0.2 ms for 3 s of audio).
+    """
+    samples = np.abs(np.frombuffer(pcm, dtype="<i2", count=len(pcm) // 2).astype(np.int32))
+    if samples.size == 0:
+        return []
+    starts = np.arange(0, samples.size, frame)
+    peaks = np.maximum.reduceat(samples, starts)
+    before = np.concatenate(([-1], np.maximum.accumulate(peaks)[:-1]))
+    rising = starts[peaks > before]
+    index = (rising[:, None] + np.arange(frame)).ravel()
+    index = index[index < samples.size]
+    running = np.maximum.accumulate(samples[index])
+    rises = index[np.diff(running, prepend=-1) > 0]
+    return list(zip(rises.tolist(), samples[rises].tolist(), strict=True))
+
+
 def audible_threshold(silence_level: int) -> int:
     return 2 * silence_level + MARGIN_QUANTA
 
@@ -94,7 +117,7 @@ class AudioReference:
         floors: list[int] = []
         peaks: list[int] = []
         for key, record in answers:
-            if record.status != "ok" or record.audio_floor is None:
+            if record.status != "ok" or record.audio_floor is None or record.hung_up:
                 continue
             by_key.setdefault(key, []).append(record.audio_s)
             floors.append(record.audio_floor)
@@ -130,9 +153,17 @@ class AudioReference:
             (at for at, p in zip(arrived, record.chunk_peaks, strict=False) if p > threshold), None
         )
 
+    def speech_ms(self, record: RequestRecord) -> float | None:
+        """When the first audible sample plays, from the request's start (the `audible` clock)."""
+        if not self.audible:
+            return None
+        threshold = audible_threshold(self.silence_level)
+        return next((at for level, at in record.peak_rises if level > threshold), None)
+
     def verdict(self, key: TextKey, record: RequestRecord) -> str | None:
-        """`audio_short`, `audio_silent`, or None for an answer that passes (or is not judged)."""
-        if record.status != "ok" or record.audio_floor is None:
+        """`audio_short`, `audio_silent`, or None for an answer that passes (or is not judged: a
+        hung-up answer is short, and may end before its speech, by the listener's choice)."""
+        if record.status != "ok" or record.audio_floor is None or record.hung_up:
             return None
         reference_s = self.seconds.get(key)
         if reference_s is not None and record.audio_s < (1 - self.tolerance) * reference_s:
@@ -142,11 +173,11 @@ class AudioReference:
         return None
 
     def judged(self, key: TextKey, record: RequestRecord, *, is_reference: bool) -> RequestRecord:
-        """The record with its audible time and, unless it is a reference answer, its verdict."""
+        """The record with its audible times and, unless it is a reference answer, its verdict."""
         verdict = None if is_reference else self.verdict(key, record)
         if verdict is not None:
             return replace(record, status="error", error_code=verdict, audible_ms=None)
-        return replace(record, audible_ms=self.audible_ms(record))
+        return replace(record, audible_ms=self.audible_ms(record), speech_ms=self.speech_ms(record))
 
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")

@@ -6,7 +6,9 @@ rungs, in one place.
 
 Two artifacts are compared only when they describe the same thing: the same model, transport,
 fingerprint (slug) and SLO. Otherwise :class:`MismatchError` names the field, unless the caller
-accepts the mismatch (``--allow-config-mismatch``), which turns it into a warning.
+accepts the mismatch (``--allow-config-mismatch``), which turns it into a warning. Both must hold
+their SLO on the same clock (``slo_metric``: TTFAB, first audible speech or glitch-free
+playback), which nothing overrides: the p95 below is compared on that clock.
 
 The rule
 --------
@@ -54,7 +56,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal
 
-from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, QmaxArtifact, Rung
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
 
@@ -200,6 +202,20 @@ def check_identity(
     return warnings
 
 
+def check_clock(
+    baseline: QmaxArtifact, slo_metric: str, *, baseline_name: str, new_name: str
+) -> None:
+    """Refuse a baseline whose SLO held another clock: no flag accepts it, as their p95 and Q_max
+    time different moments of each request."""
+    if baseline.slo_metric != slo_metric:
+        raise MismatchError(
+            f"field 'slo_metric': {baseline_name} held its SLO on the {baseline.slo_metric} "
+            f"clock, {new_name} on the {slo_metric} clock: expected the same clock (their p95 "
+            f"and Q_max time different moments); measure again with "
+            f"{both_flags('--slo-metric')} {baseline.slo_metric}"
+        )
+
+
 def compare_qmax(
     baseline: QmaxArtifact,
     new: QmaxArtifact,
@@ -217,6 +233,7 @@ def compare_qmax(
             f"{baseline_name}: field 'complete': false (an interrupted run, stop_reason "
             f"{baseline.stop_reason!r}); expected a complete qmax artifact as the baseline"
         )
+    check_clock(baseline, new.slo_metric, baseline_name=baseline_name, new_name=new_name)
     warnings = check_identity(
         baseline,
         model=new.model,
@@ -243,7 +260,7 @@ def compare_qmax(
             checks.append(_skipped(concurrency, old, fresh))
     if not comparable:
         warnings.append(
-            "no concurrency was measured usably by both runs: p95 TTFAB was not compared "
+            f"no concurrency was measured usably by both runs: p95 {_clock(new)} was not compared "
             f"(use the baseline's {both_flags('--ladder')})"
         )
     return Comparison(
@@ -253,14 +270,18 @@ def compare_qmax(
         checks=tuple(checks),
         warnings=tuple(warnings),
         z=z,
-        rule=None if z is None else _rule(z, tolerance),
+        rule=None if z is None else _rule(z, tolerance, _clock(new)),
     )
 
 
-def _rule(z: float, tolerance: float) -> str:
-    """The p95 TTFAB threshold in words, with this comparison's numbers."""
+def _clock(artifact: QmaxArtifact) -> str:
+    return CLOCK_WORDS[artifact.slo_metric]
+
+
+def _rule(z: float, tolerance: float, clock: str) -> str:
+    """The p95 threshold in words, with this comparison's numbers."""
     return (
-        f"p95 TTFAB threshold = baseline + {tolerance:g} x max(noise, floor); "
+        f"p95 {clock} threshold = baseline + {tolerance:g} x max(noise, floor); "
         f"noise = {z:.2f} x sqrt(se_baseline^2 + se_new^2) from the p95 intervals, "
         f"floor = max({MIN_RISE_FRACTION:.0%} of baseline, {MIN_RISE_MS:g} ms)"
     )
@@ -279,7 +300,18 @@ def _by_concurrency(rungs: Iterable[Rung]) -> dict[int, Rung]:
 
 
 def _usable(rung: Rung) -> bool:
-    return rung.usable and rung.ttfab_ms.p95 is not None
+    return rung.usable and _p95(rung) is not None
+
+
+def _p95(rung: Rung) -> float | None:
+    """The rung's p95 of delivered requests on its SLO clock."""
+    judged = rung.judged_ms
+    return None if judged is None else judged.p95
+
+
+def _check_name(rung: Rung, concurrency: int) -> str:
+    """`ttfab_p95@N=4`; on another clock, `audible_p95@N=4` or `playback_p95@N=4`."""
+    return f"{rung.slo_metric}_p95@N={concurrency}"
 
 
 def _qmax_check(baseline: QmaxArtifact, new: QmaxArtifact) -> Check:
@@ -323,20 +355,23 @@ def _why_lower(baseline: QmaxArtifact, new: QmaxArtifact, old_q: int) -> str:
     if not rung.usable:
         why = f"rung N={rung.concurrency} was unusable ({rung.unusable_reason})"
     else:
-        p95 = rung.ttfab_ms.p95
-        why = f"rung N={rung.concurrency} had p95 TTFAB {p95:.1f} ms > SLO {new.slo_ms:g} ms"
-        ci = rung.ttfab_p95_ci_ms
+        p95 = _p95(rung) or 0.0
+        why = (
+            f"rung N={rung.concurrency} had p95 {_clock(new)} {p95:.1f} ms > SLO {new.slo_ms:g} ms"
+        )
+        ci = rung.judged_ci_ms
         if ci is not None and ci.low <= new.slo_ms <= ci.high:
             why += f" (inconclusive: its p95 interval {ci.low:.1f}-{ci.high:.1f} ms holds the SLO)"
     return f"the new ladder {found} below the baseline's {old_q}: {why}"
 
 
 def _standard_error(rung: Rung, side: Literal["up", "down"]) -> float:
-    """Standard error of the rung's p95 TTFAB on one side (see the module docstring)."""
-    summary = rung.ttfab_ms
+    """Standard error of the rung's p95 on its clock, on one side (see the module docstring)."""
+    summary = rung.judged_ms
+    assert summary is not None
     p95 = summary.p95
     assert p95 is not None
-    ci = rung.ttfab_p95_ci_ms
+    ci = rung.judged_ci_ms
     if ci is not None:
         z = NormalDist().inv_cdf(0.5 + ci.level / 2)
         half = ci.high - p95 if side == "up" else p95 - ci.low
@@ -351,7 +386,7 @@ def _standard_error(rung: Rung, side: Literal["up", "down"]) -> float:
 
 
 def _ttfab_check(old: Rung, new: Rung, *, z: float, tolerance: float) -> Check:
-    old_p95, new_p95 = old.ttfab_ms.p95, new.ttfab_ms.p95
+    old_p95, new_p95 = _p95(old), _p95(new)
     assert old_p95 is not None
     assert new_p95 is not None
     if _open_above(old):
@@ -374,7 +409,7 @@ def _ttfab_check(old: Rung, new: Rung, *, z: float, tolerance: float) -> Check:
     else:
         status = "ok"
     return Check(
-        name=f"ttfab_p95@N={old.concurrency}",
+        name=_check_name(old, old.concurrency),
         status=status,
         baseline=old_p95,
         new=new_p95,
@@ -387,7 +422,7 @@ def _ttfab_check(old: Rung, new: Rung, *, z: float, tolerance: float) -> Check:
 
 def _open_above(rung: Rung) -> bool:
     """The rung's p95 interval has no upper bound: too few requests to bound it (stats)."""
-    return rung.ttfab_p95_ci_ms is not None and not rung.ttfab_p95_ci_ms.bounded_above
+    return rung.judged_ci_ms is not None and not rung.judged_ci_ms.bounded_above
 
 
 def _skipped(concurrency: int, old: Rung | None, new: Rung | None) -> Check:
@@ -407,8 +442,9 @@ def _skipped(concurrency: int, old: Rung | None, new: Rung | None) -> Check:
             if not _usable(rung)
         ]
         why = "; ".join(parts)
+    known = old if old is not None else new
     return Check(
-        name=f"ttfab_p95@N={concurrency}",
+        name=f"ttfab_p95@N={concurrency}" if known is None else _check_name(known, concurrency),
         status="skipped",
         baseline=None,
         new=None,

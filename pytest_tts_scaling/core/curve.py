@@ -69,10 +69,11 @@ class ServiceCurve:
 
     @classmethod
     def from_rungs(cls, rungs: Sequence[Rung]) -> ServiceCurve:
-        """The curve through the usable rungs that completed requests (one per concurrency)."""
+        """The curve through the usable rungs that completed requests (one per concurrency), its
+        p95 on the clock the SLO held (TTFAB unless the artifact names another)."""
         best: dict[int, Rung] = {}
         for rung in rungs:
-            if not rung.usable or rung.completed == 0 or rung.ttfab_ms.p95 is None:
+            if not rung.usable or rung.completed == 0 or _p95(rung) is None:
                 continue
             kept = best.get(rung.concurrency)
             if kept is None or rung.completed > kept.completed:
@@ -83,7 +84,7 @@ class ServiceCurve:
         return cls(
             concurrency=tuple(float(r.concurrency) for r in ordered),
             throughput_rps=tuple(r.throughput_rps for r in ordered),
-            ttfab_p95_ms=tuple(float(r.ttfab_ms.p95 or 0.0) for r in ordered),
+            ttfab_p95_ms=tuple(float(_p95(r) or 0.0) for r in ordered),
         )
 
     @property
@@ -134,3 +135,9 @@ class ServiceCurve:
                 x0, x1 = curve.xs[i - 1], curve.xs[i]
                 return x0 + (x1 - x0) * (rate_per_instance - y0) / (y1 - y0) if y1 > y0 else x0
         return curve.xs[-1]  # pragma: no cover - the ceiling check above returns first
+
+
+def _p95(rung: Rung) -> float | None:
+    """The p95 of the delivered requests on the rung's SLO clock."""
+    judged = rung.judged_ms
+    return None if judged is None else judged.p95

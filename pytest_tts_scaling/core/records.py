@@ -17,13 +17,15 @@ queue, not a fault: its TTFAB is past the bound, above the SLO).
 from __future__ import annotations
 
 import json
+import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
 from typing import Any, Literal
 
-from pytest_tts_scaling.core.audio import FRAME_S, levels
+from pytest_tts_scaling.core.audio import FRAME_S, levels, peak_rises
 from pytest_tts_scaling.core.decoding import DecodeError, Decoder, RawAudioDecoder, ResponseFormat
+from pytest_tts_scaling.core.playback import glitch_free_start, played_at
 from pytest_tts_scaling.core.stats import underrun_s
 
 RequestStatus = Literal["ok", "rejected", "error", "timeout"]
@@ -84,6 +86,22 @@ class HttpRequest:
 
 
 @dataclass(frozen=True)
+class HangUp:
+    """The listener closes `fraction` of the requests once `after_audio_s` of audio arrived.
+
+    Which: input number i (the numbering that picks texts, worker + seq·N) is hung up when
+    floor((i + 1)·fraction) > floor(i·fraction), so every run of requests in that order holds
+    the share to within one, the same on every run and at every concurrency.
+    """
+
+    fraction: float
+    after_audio_s: float
+
+    def hangs_up(self, index: int) -> bool:
+        return math.floor((index + 1) * self.fraction) > math.floor(index * self.fraction)
+
+
+@dataclass(frozen=True)
 class RequestSpec:
     """What one request sends, how its answer carries the payload, and what records join on.
 
@@ -101,6 +119,8 @@ class RequestSpec:
     component: str | None = None
     text: str | None = None
     http: HttpRequest = field(default_factory=HttpRequest)
+    # The listener hangs up once this many seconds of audio have arrived (docs/workloads.md).
+    hang_up_after_s: float | None = None
 
     @property
     def payload(self) -> bytes:
@@ -108,6 +128,10 @@ class RequestSpec:
 
     def decoder(self) -> Decoder:
         return (self.response or ResponseFormat()).decoder()
+
+    def timer(self) -> StreamTimer:
+        """A fresh timer for this request's answer: its audio format, decoder and hang-up."""
+        return StreamTimer(self.audio, decoder=self.decoder(), hang_up_after_s=self.hang_up_after_s)
 
     def input_row(self, *, rung: int, worker: int, seq: int) -> dict[str, Any]:
         """What was sent, as the per-request inputs JSONL holds it (joins records on request_id)."""
@@ -143,6 +167,10 @@ class StreamTimer:
     max_queue_depth: int | None = None
     # When the endpoint last showed life on this exchange: the request written, or bytes read.
     last_activity_ns: int | None = None
+    # The listener closes the answer once this many seconds of audio have arrived; when the
+    # piece that reached it was read, if one did (the transport then closes the connection).
+    hang_up_after_s: float | None = None
+    hung_up_ns: int | None = None
 
     def __post_init__(self) -> None:
         if self.decoder is None:
@@ -168,7 +196,10 @@ class StreamTimer:
         An answer that ends well but carried no payload, or decodes badly, is an error.
         """
         now = self.clock_ns()
-        if status == "ok":
+        if status == "ok" and self.hung_up_ns is not None:
+            # Hung up: the answer ends where the listener closed it, its rest never read.
+            now = self.hung_up_ns
+        elif status == "ok":
             assert self.decoder is not None
             try:
                 self._arrived(now, self.decoder.finish())
@@ -205,6 +236,12 @@ class StreamTimer:
             self.first_audio_ns = now
         self.audio_bytes += payload
         self.chunks.append((now, payload))
+        if (
+            self.hang_up_after_s is not None
+            and self.hung_up_ns is None
+            and self.audio_bytes >= self.hang_up_after_s * self.bytes_per_second > 0
+        ):
+            self.hung_up_ns = now
 
 
 @dataclass(frozen=True)
@@ -238,31 +275,43 @@ class RequestRecord:
     audio_floor: int | None = None
     # When the first chunk above the endpoint's silence level at N=1 arrived (ms from start).
     audible_ms: float | None = None
+    # The listener's clocks (core/playback.py), ms from start: when the first sample above that
+    # silence level plays, and the earliest start from which playback never runs dry.
+    speech_ms: float | None = None
+    glitch_free_ms: float | None = None
+    # (|sample|, when it plays in ms from start) wherever the answer's running peak rises
+    # (audio.peak_rises): the audible start for any silence level, read after the N=1 rung.
+    peak_rises: tuple[tuple[int, float], ...] = ()
+    # The listener hung up once its audio had arrived (a scenario's [listener] table): served,
+    # with only the answer's beginning.
+    hung_up: bool = False
 
     @classmethod
     def from_timer(
-        cls, timer: StreamTimer, spec: RequestSpec, *, rung: int, worker: int, epoch_offset_ns: int
+        cls,
+        timer: StreamTimer,
+        spec: RequestSpec,
+        *,
+        rung: int,
+        worker: int,
+        epoch_offset_ns: int,
+        levels: bool = True,
     ) -> RequestRecord:
-        """`epoch_offset_ns` converts the monotonic clock to wall-clock ns for joins."""
+        """`epoch_offset_ns` converts the monotonic clock to wall-clock ns for joins. `levels`
+        False leaves the audio levels to :meth:`with_levels`, so a load engine can read them
+        after its load instead of as each request ends, beside other streams' reads."""
         assert timer.start_ns is not None
         assert timer.end_ns is not None
         bps = timer.bytes_per_second
         ttfab_ms = ms(timer.first_audio_ns - timer.start_ns) if timer.first_audio_ns else None
         times = [at for at, _ in timer.chunks]
         gaps = tuple(ms(b - a) for a, b in pairwise(times))
-        underrun = None
-        if timer.first_audio_ns is not None and bps > 0:
-            seconds = underrun_s(
-                timer.first_audio_ns / 1e9, [(at / 1e9, n / bps) for at, n in timer.chunks]
-            )
-            underrun = seconds * 1000.0
-        peaks: tuple[int, ...] = ()
-        floor = None
-        payload = timer.decoder.payload if timer.decoder is not None else b""
-        if timer.audio.sample_width == 2 and bps > 0 and len(payload) == timer.audio_bytes > 0:
-            frame = max(1, round(FRAME_S * bps / 2))
-            chunk_peaks, floor = levels(payload, [n for _, n in timer.chunks], frame)
-            peaks = tuple(chunk_peaks)
+        underrun = glitch_free = None
+        pieces = played_pieces(timer)
+        if timer.first_audio_ns is not None and pieces:
+            underrun = underrun_s(pieces[0][0], pieces)
+            glitch_free = glitch_free_start(pieces)
+        peaks, floor, rises = audio_levels(timer) if levels else ((), None, ())
         return cls(
             request_id=spec.request_id,
             rung=rung,
@@ -286,13 +335,50 @@ class RequestRecord:
             max_queue_depth=timer.max_queue_depth,
             chunk_peaks=peaks,
             audio_floor=floor,
+            glitch_free_ms=glitch_free,
+            peak_rises=rises,
+            hung_up=timer.status == "ok" and timer.hung_up_ns is not None,
         )
+
+    def with_levels(self, timer: StreamTimer) -> RequestRecord:
+        """The record with the audio levels of its timer's payload (see `from_timer`)."""
+        peaks, floor, rises = audio_levels(timer)
+        return replace(self, chunk_peaks=peaks, audio_floor=floor, peak_rises=rises)
 
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
         row["gaps_ms"] = list(self.gaps_ms)
         row["chunk_peaks"] = list(self.chunk_peaks)
+        row["peak_rises"] = [list(rise) for rise in self.peak_rises]
         return row
+
+
+def played_pieces(timer: StreamTimer) -> list[tuple[float, float]]:
+    """Each piece in ms from the start: arrival, audio carried (a payload that is not audio, an
+    embedding say, has no duration and no pieces to play)."""
+    bps = timer.bytes_per_second
+    if bps <= 0 or timer.start_ns is None:
+        return []
+    return [((at - timer.start_ns) / 1e6, 1000.0 * n / bps) for at, n in timer.chunks]
+
+
+def audio_levels(
+    timer: StreamTimer,
+) -> tuple[tuple[int, ...], int | None, tuple[tuple[int, float], ...]]:
+    """The peak of each chunk, the quietest frame's (core/audio.py) and the running peak's rises
+    with when each plays, of 16-bit audio; empty and None for a payload that is not."""
+    bps = timer.bytes_per_second
+    payload = timer.decoder.payload if timer.decoder is not None else b""
+    if timer.audio.sample_width != 2 or bps <= 0 or not len(payload) == timer.audio_bytes > 0:
+        return (), None, ()
+    frame = max(1, round(FRAME_S * bps / 2))
+    chunk_peaks, floor = levels(payload, [n for _, n in timer.chunks], frame)
+    found = peak_rises(payload)
+    plays = played_at(played_pieces(timer), [2000.0 * index / bps for index, _ in found])
+    rises = tuple(
+        (level, at) for (_, level), at in zip(found, plays, strict=True) if at is not None
+    )
+    return tuple(chunk_peaks), floor, rises
 
 
 def ms(ns: int) -> float:

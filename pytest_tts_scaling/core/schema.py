@@ -17,6 +17,15 @@ PLAN_SCHEMA: Final = "tts-scaling/plan/2"
 PLAN_SCHEMA_V1: Final = "tts-scaling/plan/1"
 
 Transport = Literal["response-stream", "bidi"]
+# The clock the SLO holds (docs/method.md#the-listeners-clocks): first audio byte, first audible
+# speech as it plays, or glitch-free playback.
+SloMetric = Literal["ttfab", "audible", "playback"]
+# How each clock is named where a verdict is put in words.
+CLOCK_WORDS: Final[dict[str, str]] = {
+    "ttfab": "TTFAB",
+    "audible": "first audible speech",
+    "playback": "glitch-free playback",
+}
 Verdict = Literal["ok", "warn", "stop"]
 
 
@@ -169,7 +178,7 @@ class Rung(_Model):
     # Real-time factor: request wall time / audio seconds (below 1: faster than real time).
     rtf: Summary | None = None
     audio_throughput: float | None = None
-    phase: Literal["ladder", "refine", "search", "remeasure", "retest"] = "ladder"
+    phase: Literal["ladder", "refine", "search", "remeasure", "retest", "confirm"] = "ladder"
     extensions: int = Field(default=0, ge=0)
     # The window ended before its time: what it held was already a clear failure.
     ended_early: bool = False
@@ -190,6 +199,9 @@ class Rung(_Model):
     # Requests of the window cut after waiting the stall bound for their answer's body while the
     # endpoint answered others: slow (above the SLO in the p95), not errors.
     waited_past_bound: int = Field(default=0, ge=0)
+    # Delivered requests of the window the listener hung up on (a scenario's [listener] table):
+    # served, their TTFAB in the goodput; latency and RTF are of the answers heard to the end.
+    hung_up: int = Field(default=0, ge=0)
     # p95 TTFAB with every request that ended without audio counted above the SLO.
     goodput_ttfab_p95_ms: float | None = None
     # Earlier measurements of this concurrency that this one replaced, and what they showed
@@ -209,6 +221,42 @@ class Rung(_Model):
     load_avg_1m: float | None = None
     # Fewer completions than a p95 needs (ladder.MIN_COMPLETIONS), even after extending.
     few_samples: bool = False
+    # The listener's clocks (docs/method.md#the-listeners-clocks): when the first audible sample
+    # plays (a player starting at the first audio byte, waiting whenever it runs dry), and the
+    # earliest start from which playback never runs dry. None where they could not be timed.
+    speech_ms: Summary | None = None
+    glitch_free_ms: Summary | None = None
+    # Throughput in speech units: characters of delivered texts per second of the window
+    # (audio seconds per second is `audio_throughput`).
+    chars_per_s: float | None = None
+    # The clock the verdict held to the SLO and, where it is not TTFAB, the goodput p95 and its
+    # interval on that clock (for TTFAB they are goodput_ttfab_p95_ms and ttfab_p95_ci_ms).
+    slo_metric: SloMetric = "ttfab"
+    slo_p95_ms: float | None = None
+    slo_p95_ci_ms: Interval | None = None
+
+    @property
+    def judged_ms(self) -> Summary | None:
+        """The delivered requests' times on the SLO's clock."""
+        return {
+            "ttfab": self.ttfab_ms,
+            "audible": self.speech_ms,
+            "playback": self.glitch_free_ms,
+        }[self.slo_metric]
+
+    @property
+    def judged_p95_ms(self) -> float | None:
+        """The p95 the verdict used: goodput on the SLO's clock where recorded."""
+        if self.slo_metric != "ttfab":
+            return self.slo_p95_ms
+        if self.goodput_ttfab_p95_ms is not None:
+            return self.goodput_ttfab_p95_ms
+        return self.ttfab_ms.p95
+
+    @property
+    def judged_ci_ms(self) -> Interval | None:
+        """The confidence interval of :attr:`judged_p95_ms`."""
+        return self.ttfab_p95_ci_ms if self.slo_metric == "ttfab" else self.slo_p95_ci_ms
 
 
 class AudioReferenceSummary(_Model):
@@ -219,6 +267,31 @@ class AudioReferenceSummary(_Model):
     # False: no reference answer rose above its silence level, so none is judged silent.
     audible: bool
     tolerance: float = Field(ge=0, le=1)
+
+
+class Confirmation(_Model):
+    """The answer's passing rung measured once more, last: is the server still the one measured?
+
+    `held`: it passes as before. `slowed`: it passes, slower beyond both p95 intervals (the
+    failure above it, measured on a faster server, holds a fortiori). `changed`: its p95 moved
+    beyond both intervals otherwise (it fails now, or the server got faster): the pair came from
+    two servers. `not_repeated`: it failed or was unusable with no such move: the pass did not
+    repeat.
+    """
+
+    concurrency: int = Field(ge=1)
+    outcome: Literal["held", "slowed", "changed", "not_repeated"]
+    before_p95_ms: float | None
+    rung: Rung
+
+
+class SloTier(_Model):
+    """Q_max at one of several SLOs bracketed by one run (--slo-ms 1000,2000,3000)."""
+
+    slo_ms: float = Field(gt=0)
+    q_max: int | None
+    q_max_bracketed: bool
+    inconclusive: list[int] = Field(default_factory=list)
 
 
 class QmaxArtifact(_Model):
@@ -258,6 +331,14 @@ class QmaxArtifact(_Model):
     # whose p95 interval still held the SLO after their extensions: the answer is inconclusive.
     # Absent from artifacts written before it was kept (read as none).
     inconclusive: list[int] = Field(default_factory=list)
+    # The clock the SLO held (older artifacts: TTFAB), and throughput in speech units at Q_max.
+    slo_metric: SloMetric = "ttfab"
+    chars_per_s_at_q_max: float | None = None
+    audio_s_per_s_at_q_max: float | None = None
+    # With several SLOs: Q_max at each, ascending, from the same rungs (the last is slo_ms's).
+    slo_tiers: list[SloTier] = Field(default_factory=list)
+    # The Q_max rung measured once more at the end (None: not asked for, or nothing to confirm).
+    confirmation: Confirmation | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

@@ -221,12 +221,12 @@ def _stalled(rungs: Sequence[Rung], slo_ms: float) -> bool:
 
 
 def p95(rung: Rung) -> float | None:
-    """The p95 the verdict used: goodput where recorded, else TTFAB of delivered requests."""
-    return rung.goodput_ttfab_p95_ms if rung.goodput_ttfab_p95_ms is not None else rung.ttfab_ms.p95
+    """The p95 the verdict used, on the SLO's clock (goodput where recorded)."""
+    return rung.judged_p95_ms
 
 
 def predict_crossing(rungs: Sequence[Rung], slo_ms: float, low: int, high: int | None) -> float:
-    """The concurrency at which p95 TTFAB reaches the SLO, from the measured curve."""
+    """The concurrency at which the p95 reaches the SLO, from the measured curve."""
     by_c = {r.concurrency: r for r in rungs}
     for steps in (step_prediction(rungs, slo_ms), wave_prediction(rungs, slo_ms)):
         if steps is not None and low <= steps and (high is None or steps < high):
@@ -289,8 +289,10 @@ def wave_prediction(rungs: Sequence[Rung], slo_ms: float) -> int | None:
     its requests is not.
     """
     for rung in sorted(rungs, key=lambda r: -r.concurrency):
-        t = rung.ttfab_ms
-        if not rung.usable or t.min is None or t.p50 is None or t.p95 is None or t.max is None:
+        t = rung.judged_ms
+        if not rung.usable or t is None:
+            continue
+        if t.min is None or t.p50 is None or t.p95 is None or t.max is None:
             continue
         if rung.failed or rung.waited_past_bound:
             continue  # its goodput p95 is not the delivered TTFAB these levels are read from

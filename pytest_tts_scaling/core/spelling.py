@@ -8,6 +8,8 @@ and the steps below both front ends can name a flag the way the user typed it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # The interface users were promised: these keep their names under pytest too.
 UNPREFIXED = frozenset({"--endpoint", "--endpoint-url"})
 
@@ -25,3 +27,14 @@ def both_flags(flag: str) -> str:
     """
     spelled = pytest_flag(flag)
     return flag if spelled == flag else f"{spelled} (tts-bench: {flag})"
+
+
+def closest_flag(word: str, flags: Iterable[str]) -> str | None:
+    """The flag a misspelled `word` (`--tts-ladr=1,2`) most likely meant, else None.
+
+    (argparse suggests only from Python 3.14 on, and then only for choices.)
+    """
+    import difflib
+
+    close = difflib.get_close_matches(word.partition("=")[0], list(flags), n=1, cutoff=0.6)
+    return close[0] if close else None

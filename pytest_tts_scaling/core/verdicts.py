@@ -12,13 +12,14 @@ admission gate set the rung (`gate_limited`, unusable), not the server's latency
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_tts_scaling.core.audio import AUDIO_ERRORS
+from pytest_tts_scaling.core.audio import AUDIO_ERRORS, AudioReference
+from pytest_tts_scaling.core.confirm import DOUBTFUL, change_words, confirmation_line
 from pytest_tts_scaling.core.records import WAITED_PAST_BOUND, RequestRecord
-from pytest_tts_scaling.core.schema import Interval, QmaxArtifact, Rung
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, Interval, QmaxArtifact, Rung, SloMetric
 from pytest_tts_scaling.core.stats import quantile_ci, summarize, trend
 
 # A closed loop whose time-weighted in-flight is more than this far below N did not hold N.
@@ -44,6 +45,26 @@ TRANSIENT_REASONS = frozenset(
 MAX_MEASUREMENTS = 3
 
 Standing = Literal["pass", "fail", "doubtful", "unusable"]
+# A request's time on the SLO's clock (ms from its start), None where it has none.
+RecordClock = Callable[[RequestRecord], float | None]
+
+
+def ttfab(record: RequestRecord) -> float | None:
+    return record.ttfab_ms
+
+
+def record_clock(metric: SloMetric, reference: AudioReference | None = None) -> RecordClock:
+    """Each request's time on the SLO's clock (docs/method.md#the-listeners-clocks).
+
+    On the audible clock a request is read through the N=1 `reference` (while its rung runs it
+    has not been judged yet); before there is one (the N=1 rung itself, while it runs) its TTFAB
+    stands in, the earliest its speech could play.
+    """
+    if metric == "playback":
+        return lambda record: record.glitch_free_ms
+    if metric == "audible" and reference is not None:
+        return reference.speech_ms
+    return ttfab
 
 
 @dataclass(frozen=True)
@@ -80,8 +101,8 @@ def failure_kind(record: RequestRecord) -> str:
     return record.status
 
 
-def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
-    """Why a rung cannot be judged against the SLO, or None when it can
+def unusable_reason(inputs: RungInputs, slo_ms: float, clock: RecordClock = ttfab) -> str | None:
+    """Why a rung cannot be judged against the SLO on its `clock`, or None when it can
     (docs/method.md#a-rung-and-how-it-is-judged)."""
     window = inputs.window
     ok = [r for r in window if delivered(r)]
@@ -102,7 +123,8 @@ def unusable_reason(inputs: RungInputs, slo_ms: float) -> str | None:
         return None
     if inputs.concurrency_mean < (1 - CLIENT_SHORTFALL) * inputs.concurrency:
         return "client_could_not_hold"
-    change, noise = trend([r.start_ns for r in ok], [r.ttfab_ms or 0.0 for r in ok])
+    timed = [(r.start_ns, at) for r in ok if (at := clock(r)) is not None]
+    change, noise = trend([start for start, _ in timed], [at for _, at in timed])
     if abs(change) > max(DRIFT_FLOOR_SHARE * slo_ms, TREND_SIGMAS * noise):
         return "not_settled"
     return None
@@ -132,24 +154,42 @@ def too_many_errors(window: Sequence[RequestRecord]) -> bool:
     return len(without_audio(window)) > MAX_ERROR_SHARE * len(window)
 
 
-def goodput_ttfab_ms(window: Sequence[RequestRecord], slo_ms: float) -> list[float]:
-    """TTFAB of every request of the window in start order; one without audio above the SLO."""
+def goodput_ms(
+    window: Sequence[RequestRecord], slo_ms: float, clock: RecordClock = ttfab
+) -> list[float]:
+    """Every request of the window on the `clock`, in start order; one without audio (or without
+    a time on the clock) above the SLO, unless its listener hung up before the clock's moment
+    (no speech yet, say): then when it reached the hang-up point."""
     return [
-        r.ttfab_ms
-        if delivered(r) and r.ttfab_ms is not None
+        at
+        if delivered(r) and (at := clock(r)) is not None
+        else r.latency_ms
+        if delivered(r) and r.hung_up
         else max(r.latency_ms, NO_AUDIO_AT_SLO_TIMES * slo_ms)
         for r in sorted(window, key=lambda r: r.start_ns)
     ]
 
 
-def judge(inputs: RungInputs, slo_ms: float) -> Rung:
-    """Summaries and the verdict of one rung, in the artifact's shape."""
+def judge(
+    inputs: RungInputs,
+    slo_ms: float,
+    metric: SloMetric = "ttfab",
+    reference: AudioReference | None = None,
+) -> Rung:
+    """Summaries and the verdict of one rung on the SLO's clock, in the artifact's shape."""
     window = inputs.window
     ok = [r for r in window if delivered(r)]
     no_audio = without_audio(window)
-    reason = unusable_reason(inputs, slo_ms) if window else "nothing_completed"
-    goodput = goodput_ttfab_ms(window, slo_ms)
+    clock = record_clock(metric, reference)
+    reason = unusable_reason(inputs, slo_ms, clock) if window else "nothing_completed"
+    goodput = goodput_ms(window, slo_ms, clock)
     goodput_p95 = summarize(goodput).p95
+    goodput_ci = quantile_ci(goodput)
+    # TTFAB's goodput p95 and interval are kept whatever the clock (the first screen shows them).
+    ttfab_p95, ttfab_ci = goodput_p95, goodput_ci
+    if metric != "ttfab":
+        ttfab_goodput = goodput_ms(window, slo_ms)
+        ttfab_p95, ttfab_ci = summarize(ttfab_goodput).p95, quantile_ci(ttfab_goodput)
     fail_reason = None
     if reason is None:
         if too_many_errors(window):
@@ -158,11 +198,16 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
             fail_reason = "slo"
     ttfab = [r.ttfab_ms for r in ok if r.ttfab_ms is not None]
     audio_total = sum(r.audio_s for r in ok)
+    # Answers heard to their end: a hung-up one has neither the whole latency nor the whole audio.
+    whole = [r for r in ok if not r.hung_up]
     # RTF as usual: wall time to synthesize (the whole answer) over the audio's duration; below 1
     # is faster than real time. It cannot explode when the audio arrives in one burst.
-    rtf = [r.latency_ms / 1000.0 / r.audio_s for r in ok if r.audio_s > 0]
+    rtf = [r.latency_ms / 1000.0 / r.audio_s for r in whole if r.audio_s > 0]
     audible = [r.audible_ms for r in ok if r.audible_ms is not None]
+    speech = [r.speech_ms for r in ok if r.speech_ms is not None]
+    glitch_free = [r.glitch_free_ms for r in ok if r.glitch_free_ms is not None]
     per_s = 1 / inputs.measure_s if inputs.measure_s > 0 else 0.0
+    own_clock = metric != "ttfab"
     return Rung(
         concurrency=inputs.concurrency,
         usable=reason is None,
@@ -172,17 +217,18 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
         rejected=sum(1 for r in window if r.status == "rejected"),
         failed=len(no_audio),
         waited_past_bound=sum(1 for r in window if waited_past_bound(r)),
+        hung_up=sum(1 for r in ok if r.hung_up),
         measure_s=inputs.measure_s,
         throughput_rps=len(ok) * per_s,
         concurrency_mean=inputs.concurrency_mean,
         concurrency_max=inputs.concurrency_max,
         ttfab_ms=summarize(ttfab),
-        ttfab_p95_ci_ms=quantile_ci(goodput),
-        latency_ms=summarize([r.latency_ms for r in ok]),
+        ttfab_p95_ci_ms=ttfab_ci,
+        latency_ms=summarize([r.latency_ms for r in whole]),
         inter_chunk_gap_ms=summarize([g for r in ok for g in r.gaps_ms]),
         underrun_ms=summarize([r.underrun_ms for r in ok if r.underrun_ms is not None]),
-        audio_s=summarize([r.audio_s for r in ok]),
-        response_bytes=summarize([r.audio_bytes for r in ok]),
+        audio_s=summarize([r.audio_s for r in whole]),
+        response_bytes=summarize([r.audio_bytes for r in whole]),
         rtf=summarize(rtf),
         audio_throughput=audio_total * per_s,
         phase=inputs.phase,  # type: ignore[arg-type]
@@ -191,22 +237,44 @@ def judge(inputs: RungInputs, slo_ms: float) -> Rung:
         instance_count=inputs.instance_count,
         fail_reason=fail_reason,
         errors_by_kind=dict(sorted(Counter(failure_kind(r) for r in no_audio).items())),
-        goodput_ttfab_p95_ms=goodput_p95,
+        goodput_ttfab_p95_ms=ttfab_p95,
         audible_ms=summarize(audible) if audible else None,
+        speech_ms=summarize(speech) if speech else None,
+        glitch_free_ms=summarize(glitch_free) if glitch_free else None,
+        chars_per_s=sum(r.text_chars for r in ok) * per_s,
+        slo_metric=metric,
+        slo_p95_ms=goodput_p95 if own_clock else None,
+        slo_p95_ci_ms=goodput_ci if own_clock else None,
     )
 
 
-def straddles_slo(window: Sequence[RequestRecord], slo_ms: float) -> Interval | None:
-    """The goodput p95 interval when the SLO lies between its low end and the largest TTFAB it
-    reaches (more data could flip the verdict), else None. An interval open above only for want
-    of samples, with nothing seen near the SLO, is not held longer."""
-    interval = quantile_ci(goodput_ttfab_ms(window, slo_ms))
+def at_slo(rungs: Sequence[Rung], slo_ms: float) -> list[Rung]:
+    """The rungs judged against another SLO on the same clock (a tier of a run's SLOs): a usable
+    rung passes when its goodput p95 is within it; errors and word error rate fail it at any."""
+    judged = []
+    for rung in rungs:
+        fail_reason = rung.fail_reason
+        if rung.usable and fail_reason not in ("errors", "wer"):
+            p95 = rung.judged_p95_ms
+            fail_reason = "slo" if p95 is not None and p95 > slo_ms else None
+        update = {"fail_reason": fail_reason, "meets_slo": rung.usable and fail_reason is None}
+        judged.append(rung.model_copy(update=update))
+    return judged
+
+
+def straddles_slo(
+    window: Sequence[RequestRecord], slo_ms: float, clock: RecordClock = ttfab
+) -> Interval | None:
+    """The goodput p95 interval on the `clock` when the SLO lies between its low end and the
+    largest time it reaches (more data could flip the verdict), else None. An interval open above
+    only for want of samples, with nothing seen near the SLO, is not held longer."""
+    interval = quantile_ci(goodput_ms(window, slo_ms, clock))
     return interval if interval is not None and interval.low <= slo_ms <= interval.high else None
 
 
 def clearly_above(rung: Rung, slo_ms: float) -> bool:
     """A failure more data would not turn into a pass: errors, or a p95 interval above the SLO."""
-    interval = rung.ttfab_p95_ci_ms
+    interval = rung.judged_ci_ms
     return rung.fail_reason in ("errors", "wer") or (interval is not None and interval.low > slo_ms)
 
 
@@ -263,7 +331,7 @@ def select_qmax(rungs: Sequence[Rung], slo_ms: float) -> tuple[int | None, bool]
 def holds_slo(rung: Rung, slo_ms: float) -> bool:
     """A judged rung whose p95 interval still contains the SLO: its pass or its latency failure
     could turn the other way with more data (errors are not a matter of more data)."""
-    interval = rung.ttfab_p95_ci_ms
+    interval = rung.judged_ci_ms
     return (
         rung.usable
         and rung.fail_reason not in ("errors", "wer")
@@ -286,20 +354,20 @@ def inconclusive_rungs(rungs: Sequence[Rung], q_max: int | None, slo_ms: float) 
 
 
 def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
-    """Concurrencies whose p95 TTFAB lies wholly below that of a lower usable rung.
+    """Concurrencies whose p95 (on the SLO's clock) lies wholly below that of a lower usable rung.
 
     A closed loop on a steady server cannot get faster with more requests in flight, so such a
     fall, beyond both confidence intervals, says the host or the endpoint changed during the run.
     """
     usable = sorted(
-        (r for r in rungs if r.usable and r.ttfab_p95_ci_ms is not None),
+        (r for r in rungs if r.usable and r.judged_ci_ms is not None),
         key=lambda r: r.concurrency,
     )
     fallen: list[int] = []
     for index, rung in enumerate(usable):
-        interval = rung.ttfab_p95_ci_ms
+        interval = rung.judged_ci_ms
         assert interval is not None
-        lower = (r.ttfab_p95_ci_ms for r in usable[:index] if r.concurrency < rung.concurrency)
+        lower = (r.judged_ci_ms for r in usable[:index] if r.concurrency < rung.concurrency)
         if interval.bounded_above and any(
             earlier is not None and interval.high < earlier.low for earlier in lower
         ):
@@ -309,13 +377,15 @@ def falls_in_p95(rungs: Sequence[Rung]) -> list[int]:
 
 def doubt_line(a: QmaxArtifact) -> str | None:
     """Why the answer is inconclusive and what would settle it; None when it is not."""
+    if a.confirmation is not None and a.confirmation.outcome in DOUBTFUL:
+        return confirmation_line(a.confirmation)
     by_c = {r.concurrency: r for r in a.rungs}
     held = [by_c[c] for c in a.inconclusive if c in by_c]
     if not held:
         return None
     parts = []
     for rung in held:
-        interval = rung.ttfab_p95_ci_ms
+        interval = rung.judged_ci_ms
         assert interval is not None  # inconclusive_rungs keeps only rungs with an interval
         verdict = "pass" if rung.meets_slo else "failure"
         parts.append(
@@ -335,11 +405,14 @@ def verdict_words(a: QmaxArtifact) -> str:
     """What the run found, in words that cannot contradict each other; INCONCLUSIVE when the
     rungs it rests on still hold the SLO inside their p95 interval (:func:`doubt_line`)."""
     words = _verdict(a)
-    return f"{words}, INCONCLUSIVE" if a.inconclusive else words
+    doubted = a.confirmation is not None and a.confirmation.outcome in DOUBTFUL
+    return f"{words}, INCONCLUSIVE" if a.inconclusive or doubted else words
 
 
 def _verdict(a: QmaxArtifact) -> str:
     failing = [r for r in a.rungs if r.usable and not r.meets_slo]
+    if a.confirmation is not None and a.confirmation.outcome == "changed":
+        return f"no Q_max: the server changed speed during the run ({change_words(a.confirmation)})"
     if a.q_max is None:
         if failing and all(r.fail_reason == "errors" for r in failing):
             kinds = sorted({k for r in failing for k in r.errors_by_kind})
@@ -371,5 +444,5 @@ def fail_words(rung: Rung, slo_ms: float) -> str:
             f"word error rate {rung.wer or 0.0:.2f} against {rung.wer_at_c1 or 0.0:.2f} at N=1 "
             f"({rung.wer_sampled} answers transcribed)"
         )
-    p95 = rung.goodput_ttfab_p95_ms or rung.ttfab_ms.p95 or 0.0
-    return f"p95 TTFAB {p95:.0f} ms > SLO {slo_ms:g} ms"
+    p95 = rung.judged_p95_ms or 0.0
+    return f"p95 {CLOCK_WORDS[rung.slo_metric]} {p95:.0f} ms > SLO {slo_ms:g} ms"

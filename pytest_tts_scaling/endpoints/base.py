@@ -22,7 +22,10 @@ from pytest_tts_scaling.load.host import (
     load_average,
     usable_cores,
 )
-from pytest_tts_scaling.load.transports import Transport
+from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S, Transport
+
+# A health check answers at once or not at all.
+PING_TIMEOUT_S = 5.0
 
 
 class Endpoint(abc.ABC):
@@ -32,10 +35,16 @@ class Endpoint(abc.ABC):
     name: str
     deployed: DeployedConfig
     slug: str
+    # How long one request may take, the first one included (SageMaker's invocation limit).
+    invocation_limit_s: float = INVOCATION_LIMIT_S
 
     @abc.abstractmethod
     def transport(self, name: str, *, concurrency: int) -> Transport:
         """A transport of the given kind (`response-stream` or `bidi`) sized for N workers."""
+
+    def ping_words(self) -> str | None:
+        """Whether the endpoint's health check answers, in words; None where it cannot be asked."""
+        return None
 
     def instance_count(self) -> int | None:
         """Instances serving now, where the platform says; None where it cannot be known."""
@@ -103,8 +112,16 @@ class UrlEndpoint(Endpoint):
     # Where the served model's files are, when this machine knows (a local endpoint).
     model_dir: Path | None = None
 
-    def __init__(self, base_url: str, *, deployed: DeployedConfig | None = None, slug: str = ""):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        deployed: DeployedConfig | None = None,
+        slug: str = "",
+        invocation_limit_s: float = INVOCATION_LIMIT_S,
+    ):
         self.base_url = base_url.rstrip("/")
+        self.invocation_limit_s = invocation_limit_s
         self.name = self.base_url
         self.deployed = deployed or DeployedConfig(
             instance_type="unknown", image_digest="unknown", container_env={}
@@ -115,10 +132,20 @@ class UrlEndpoint(Endpoint):
         if name == "bidi":
             from pytest_tts_scaling.load.transports.websocket import WebSocketTransport
 
-            return WebSocketTransport(self.base_url)
+            return WebSocketTransport(self.base_url, timeout_s=self.invocation_limit_s)
         from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 
-        return HttpStreamTransport(self.base_url)
+        return HttpStreamTransport(self.base_url, timeout_s=self.invocation_limit_s)
+
+    def ping_words(self) -> str:
+        """`GET /ping` once, as the container's contract has it: answered, with what, or not."""
+        import httpx
+
+        try:
+            answer = httpx.get(f"{self.base_url}/ping", timeout=PING_TIMEOUT_S)
+        except httpx.HTTPError as exc:
+            return f"/ping did not answer within {PING_TIMEOUT_S:g} s either ({type(exc).__name__})"
+        return f"/ping answered HTTP {answer.status_code} at once"
 
 
 class LocalEndpoint(UrlEndpoint):

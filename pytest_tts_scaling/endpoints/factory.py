@@ -20,7 +20,7 @@ def open_endpoint(options: RunOptions, *, log: Callable[[str], None]) -> Iterato
         return
     if options.kind == "url":
         assert options.endpoint_url is not None
-        yield UrlEndpoint(options.endpoint_url)
+        yield UrlEndpoint(options.endpoint_url, invocation_limit_s=options.invocation_limit_s)
         return
     from pytest_tts_scaling.endpoints.local import LocalServer
 

@@ -56,7 +56,7 @@ MakeRequest = Callable[[int, int], RequestSpec]
 # Given the requests that ended in the window and its length (s): how many seconds more it needs
 # (0: none).
 ShouldExtend = Callable[[list[RequestRecord], float], float]
-# A delivered answer and its audio bytes, as the request ends (for checks run after the rung).
+# A delivered answer and its audio bytes (for checks run after the rung), once the load stops.
 OnAudio = Callable[[RequestRecord, bytes], None]
 # Given the window's start and now (monotonic ns): whether what the window holds so far already
 # decides the rung, so it can end now.
@@ -83,6 +83,10 @@ class ClosedLoop:
     answered is cut as `waited_past_bound`; a stream whose audio began is not cut while the
     endpoint answers; when no request has been answered for that long, every open request is
     cut as `stalled`, :attr:`stopped_answering` is set and :meth:`wait` returns early.
+
+    A request's record is made as it ends with its timing only; its audio levels (and
+    `on_audio`) wait for :meth:`stop`, so what each end costs the loop stays small beside the
+    other streams' reads being stamped.
     """
 
     def __init__(
@@ -105,6 +109,8 @@ class ClosedLoop:
         self.stall_s = stall_s
         self.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
         self.records: list[RequestRecord] = []
+        # Delivered answers whose audio is read once the load stops: (index in records, timer).
+        self._answers: list[tuple[int, StreamTimer]] = []
         self.session_errors: list[str] = []
         self.monitor = LoopMonitor()
         self.stopped_answering = asyncio.Event()
@@ -162,6 +168,7 @@ class ClosedLoop:
         for watcher in self._watchers:
             watcher.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
+        self._read_answers()
         self._raise_worker_error()
 
     def _raise_worker_error(self) -> None:
@@ -173,10 +180,17 @@ class ClosedLoop:
         self.records.append(record)
         if record.status == "ok":
             self._last_answer_ns = record.end_ns
-            if self.on_audio is not None and timer.decoder is not None:
-                self.on_audio(record, bytes(timer.decoder.payload))
+            self._answers.append((len(self.records) - 1, timer))
         if self.on_record is not None:
             self.on_record(record)
+
+    def _read_answers(self) -> None:
+        """Each delivered answer's audio levels into its record, and `on_audio`, in end order."""
+        answers, self._answers = self._answers, []
+        for index, timer in answers:
+            record = self.records[index] = self.records[index].with_levels(timer)
+            if self.on_audio is not None and timer.decoder is not None and not record.hung_up:
+                self.on_audio(record, bytes(timer.decoder.payload))
 
     async def _watch_stalls(self, stall_s: float) -> None:
         """Cut requests that heard nothing for `stall_s`; notice when nothing is answered."""
@@ -225,7 +239,7 @@ class ClosedLoop:
                 if not opened:  # the request this worker meant to send failed too
                     spec = self.make_request(index, seq)
                     seq += 1
-                    timer = StreamTimer(spec.audio, decoder=spec.decoder())
+                    timer = spec.timer()
                     timer.failed(named(exc))
                     self._keep(self._record(timer, spec, index), timer)
                 await asyncio.sleep(REJECTION_BACKOFF_S)
@@ -237,7 +251,7 @@ class ClosedLoop:
 
     async def _exchange(self, index: int, session: Session, spec: RequestSpec) -> StreamTimer:
         """One request on the worker's session, cut if it hears nothing too long."""
-        timer = StreamTimer(spec.audio, decoder=spec.decoder())
+        timer = spec.timer()
         self._open[index] = timer
         try:
             await session.send(spec, timer)
@@ -260,7 +274,12 @@ class ClosedLoop:
 
     def _record(self, timer: StreamTimer, spec: RequestSpec, index: int) -> RequestRecord:
         return RequestRecord.from_timer(
-            timer, spec, rung=self.label, worker=index, epoch_offset_ns=self.epoch_offset_ns
+            timer,
+            spec,
+            rung=self.label,
+            worker=index,
+            epoch_offset_ns=self.epoch_offset_ns,
+            levels=False,
         )
 
 

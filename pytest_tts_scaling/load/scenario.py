@@ -103,6 +103,17 @@ class MeasureSection(_Section):
         return value
 
 
+class HangUpSection(_Section):
+    """A share of requests the listener closes once some audio has arrived (barge-in)."""
+
+    fraction: float = Field(gt=0, le=1)
+    after_audio_s: float = Field(gt=0)
+
+
+class ListenerSection(_Section):
+    hang_up: HangUpSection | None = None
+
+
 class EndpointSection(_Section):
     model: str | None = None
     url: str | None = Field(default=None, pattern=r"^https?://")
@@ -117,6 +128,7 @@ class Scenario(_Section):
     request: RequestSection = RequestSection()
     measure: MeasureSection = MeasureSection()
     endpoint: EndpointSection = EndpointSection()
+    listener: ListenerSection = ListenerSection()
     path: Path | None = None
 
     def settings(self) -> dict[str, object]:

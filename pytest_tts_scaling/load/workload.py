@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from pytest_tts_scaling.core.decoding import ResponseFormat
-from pytest_tts_scaling.core.records import AudioFormat, HttpRequest, RequestSpec
+from pytest_tts_scaling.core.records import AudioFormat, HangUp, HttpRequest, RequestSpec
+from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.scenario import Scenario, template_environment
 from pytest_tts_scaling.options import DEFAULT_MODEL, RunOptions
 
@@ -39,6 +40,8 @@ LOCAL_TEXTS: tuple[str, ...] = (
     "Your code is four seven one nine.",
 )
 DEFAULT_VOICES: tuple[str, ...] = ("af_heart",)
+# The transports a listener can hang up on: each closes the answer's stream.
+HANG_UP_TRANSPORTS = ("response-stream",)
 
 
 def sample_texts(
@@ -77,6 +80,7 @@ class Workload:
     http: HttpRequest = field(default_factory=HttpRequest)
     # What artifacts keep of the scenario's request (header names, no values); None: the default.
     request_summary: dict[str, object] | None = None
+    hang_up: HangUp | None = None
 
     @classmethod
     def default_for(cls, endpoint_kind: str) -> Workload:
@@ -108,6 +112,7 @@ class Workload:
         )
         request = scenario.request
         http = scenario.http_request()
+        hang_up = scenario.listener.hang_up
         template = None
         if request.template is not None:
             template = template_environment(folder).get_template(request.template)
@@ -125,6 +130,7 @@ class Workload:
             component=component or scenario.endpoint.inference_component,
             http=http,
             request_summary=scenario.request_summary(http),
+            hang_up=HangUp(hang_up.fraction, hang_up.after_audio_s) if hang_up else None,
         )
 
     def voice_for(self, index: int) -> str:
@@ -168,14 +174,26 @@ class Workload:
             component=self.component,
             text=text,
             http=self.http,
+            hang_up_after_s=(
+                self.hang_up.after_audio_s
+                if self.hang_up is not None and self.hang_up.hangs_up(index)
+                else None
+            ),
         )
 
 
 def workload_for(options: RunOptions, endpoint_kind: str) -> Workload:
     """The scenario's workload when --scenario named one, else the built-in texts."""
     if options.loaded_scenario is not None:
-        return Workload.from_scenario(
+        workload = Workload.from_scenario(
             options.loaded_scenario, model=options.model, component=options.inference_component
         )
+        if workload.hang_up is not None and options.transport not in HANG_UP_TRANSPORTS:
+            raise InputError(
+                f"{options.loaded_scenario.path}: field 'listener.hang_up': a listener hangs up "
+                f"on the response-stream transport; expected --transport response-stream, not "
+                f"{options.transport}"
+            )
+        return workload
     base = Workload.default_for(endpoint_kind)
     return replace(base, model=options.model, component=options.inference_component)

@@ -104,10 +104,14 @@ def export_csv(artifact: BaseModel, path: Path, directory: Path) -> Exported:
         done.written.append(target)
 
     if isinstance(artifact, QmaxArtifact):
-        write("rungs", _dumped(artifact.rungs))
-        rows, why_not = request_rows(artifact, path.parent)
+        # `at_q_max` marks the Q_max rung: its throughput (rps, chars/s, audio s/s) is the answer's.
+        rows = _dumped(artifact.rungs)
+        for row, rung in zip(rows, artifact.rungs, strict=True):
+            row["at_q_max"] = rung.concurrency == artifact.q_max
+        write("rungs", rows)
+        requests, why_not = request_rows(artifact, path.parent)
         if why_not is None:
-            write("requests", rows)
+            write("requests", requests)
         else:
             done.notes.append(f"no requests CSV: {why_not}")
     elif isinstance(artifact, TtotalArtifact):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from pytest_tts_scaling.core.schema import (
+    CLOCK_WORDS,
     PlanArtifact,
     QmaxArtifact,
     Stage,
@@ -130,7 +131,13 @@ def rung_table_html(artifact: QmaxArtifact) -> str:
     note = UNTRAINED_NOTE if made_by_dev_model(artifact) else None
     if made_by_synthetic_engine(artifact):
         note = SYNTHETIC_NOTE
-    return render("rungs.html.j2", artifact=artifact, note=note, verdict=verdict_words(artifact))
+    return render(
+        "rungs.html.j2",
+        artifact=artifact,
+        note=note,
+        verdict=verdict_words(artifact),
+        clock=CLOCK_WORDS[artifact.slo_metric],
+    )
 
 
 def stages_table_html(artifact: TtotalArtifact) -> str:

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pytest_tts_scaling.artifacts import write_atomic
-from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
+from pytest_tts_scaling.core.confirm import change_words
+from pytest_tts_scaling.core.next_step import next_step_line
+from pytest_tts_scaling.core.schema import (
+    CLOCK_WORDS,
+    PlanArtifact,
+    QmaxArtifact,
+    Rung,
+    TtotalArtifact,
+)
 from pytest_tts_scaling.core.verdicts import CLIENT_SHORTFALL, doubt_line
 from pytest_tts_scaling.report.extras import (
     UNTRAINED_NOTE,
@@ -29,6 +37,7 @@ from pytest_tts_scaling.report.extras import (
 )
 from pytest_tts_scaling.report.plots import (
     ladder_svg,
+    listener_svg,
     throughput_svg,
     ttfab_distribution_svg,
     underrun_svg,
@@ -87,15 +96,52 @@ class View:
 def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
     rungs = artifact.rungs
     usable = [r for r in rungs if r.usable]
+    thin = [r for r in usable if r.few_samples]
     short = [
         r.concurrency
         for r in rungs
         if r.completed and r.concurrency_mean < (1 - CLIENT_SHORTFALL) * r.concurrency
     ]
     found = artifact.q_max is not None
+    changed = artifact.confirmation is not None and artifact.confirmation.outcome == "changed"
+    facts = _qmax_facts(artifact)
+    trust = _qmax_trust(artifact, usable, thin, short, changed)
+    doubt = doubt_line(artifact)
+    if doubt is not None:
+        trust.insert(0, Fact("answer settled", "no: INCONCLUSIVE", "warn"))
+    notes = [doubt.removeprefix("qmax: ")] if doubt is not None else []
+    notes += [step] if (step := next_step_line(artifact, "pytest")) is not None else []
+    notes += [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
+    figures = _qmax_figures(artifact)
+    return View(
+        kind="qmax",
+        subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
+        headline=f"Q_max {artifact.q_max}" if found else "Q_max not found",
+        qualifier=(
+            ("bracketed" if artifact.q_max_bracketed else "lower bound")
+            if found
+            else "the server changed speed during the run"
+            if changed
+            else "no rung met the SLO"
+            if rungs
+            else "no rung measured"
+        )
+        + (", INCONCLUSIVE" if doubt is not None else ""),
+        state=("ok" if artifact.q_max_bracketed and doubt is None else "warn") if found else "bad",
+        facts=facts,
+        trust=trust,
+        figures=figures,
+        tables=rung_table_html(artifact),
+        artifact_path=path,
+        notes=notes,
+    )
+
+
+def _qmax_facts(artifact: QmaxArtifact) -> list[Fact]:
+    """What was measured, on what: the first screen's facts."""
     s_mean, s_p95 = artifact.s_mean_s, artifact.s_p95_s
     facts = [
-        Fact("SLO", f"p95 TTFAB ≤ {artifact.slo_ms:g} ms"),
+        Fact("SLO", f"p95 {CLOCK_WORDS[artifact.slo_metric]} ≤ {artifact.slo_ms:g} ms"),
         Fact("endpoint", artifact.endpoint),
         Fact("slug", artifact.slug),
         Fact("model · transport", f"{artifact.model} · {artifact.transport}"),
@@ -108,10 +154,39 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         ),
         Fact("measured at", artifact.provenance.measured_at),
     ]
+    if artifact.slo_tiers:
+        facts.insert(
+            1,
+            Fact(
+                "Q_max per SLO tier",
+                " · ".join(
+                    f"{t.slo_ms:g} ms: {t.q_max if t.q_max is not None else 'none'}"
+                    for t in artifact.slo_tiers
+                ),
+            ),
+        )
+    if artifact.chars_per_s_at_q_max is not None:
+        facts.insert(
+            1,
+            Fact(
+                "speech served at Q_max",
+                f"{artifact.chars_per_s_at_q_max:.0f} characters/s, "
+                f"{artifact.audio_s_per_s_at_q_max or 0.0:.2f} audio s/s",
+            ),
+        )
     host = artifact.host
     if host is not None:
         gpu = f", {host.gpu}" if host.gpu else ""
         facts.append(Fact("host", f"{host.cpu_model} × {host.cpu_count}{gpu}"))
+    return facts
+
+
+def _qmax_trust(
+    artifact: QmaxArtifact, usable: list[Rung], thin: list[Rung], short: list[int], changed: bool
+) -> list[Fact]:
+    """How far to trust the answer: frozen capacity, usable rungs, the client, the run, the
+    confirmation."""
+    rungs = artifact.rungs
     # A local or URL endpoint has no autoscaling to suspend, so not frozen is expected there.
     pinnable = artifact.provenance.origin.split(":", 1)[0] not in ("local", "url")
     trust = [
@@ -122,8 +197,13 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
         ),
         Fact(
             "usable rungs",
-            f"{len(usable)} of {len(rungs)}",
-            "ok" if len(usable) == len(rungs) else "warn",
+            f"{len(usable)} of {len(rungs)}"
+            + "".join(
+                f"; N={r.concurrency} judged on {r.completed} answer{'s' * (r.completed != 1)}"
+                for r in thin
+            )
+            + (" (too few for a p95)" if thin else ""),
+            "ok" if len(usable) == len(rungs) and not thin else "warn",
         ),
         Fact(
             "client held N",
@@ -136,18 +216,28 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
             "ok" if artifact.complete else "bad",
         ),
     ]
-    doubt = doubt_line(artifact)
-    if doubt is not None:
-        trust.insert(0, Fact("answer settled", "no: INCONCLUSIVE", "warn"))
-    notes = [doubt.removeprefix("qmax: ")] if doubt is not None else []
-    notes += [UNTRAINED_NOTE] if made_by_dev_model(artifact) else []
-    figures = (
+    confirmed = artifact.confirmation
+    if confirmed is not None:
+        trust.append(
+            Fact(
+                "answer confirmed",
+                f"{confirmed.outcome.replace('_', ' ')}: {change_words(confirmed)}",
+                "ok" if confirmed.outcome == "held" else "bad" if changed else "warn",
+            )
+        )
+    return trust
+
+
+def _qmax_figures(artifact: QmaxArtifact) -> list[Figure]:
+    rungs = artifact.rungs
+    figures: list[Figure] = (
         []
         if not rungs
         else [
             Figure(
                 "ladder",
-                "p95 TTFAB against concurrency, with its 95% interval and the SLO",
+                f"p95 {CLOCK_WORDS[artifact.slo_metric]} against concurrency, with its 95% "
+                "interval and the SLO",
                 ladder_svg(artifact),
             ),
             Figure(
@@ -163,26 +253,15 @@ def qmax_view(artifact: QmaxArtifact, path: Path) -> View:
             Figure("underrun", "underrun per rung", underrun_svg(artifact)),
         ]
     )
-    return View(
-        kind="qmax",
-        subject=f"{artifact.model} over {artifact.transport} on {artifact.slug}",
-        headline=f"Q_max {artifact.q_max}" if found else "Q_max not found",
-        qualifier=(
-            ("bracketed" if artifact.q_max_bracketed else "lower bound")
-            if found
-            else "no rung met the SLO"
-            if rungs
-            else "no rung measured"
+    if any(r.speech_ms or r.glitch_free_ms for r in rungs):
+        figures.append(
+            Figure(
+                "listener",
+                "the listener's clocks per rung: first audible speech and glitch-free playback",
+                listener_svg(artifact),
+            )
         )
-        + (", INCONCLUSIVE" if doubt is not None else ""),
-        state=("ok" if artifact.q_max_bracketed and doubt is None else "warn") if found else "bad",
-        facts=facts,
-        trust=trust,
-        figures=figures,
-        tables=rung_table_html(artifact),
-        artifact_path=path,
-        notes=notes,
-    )
+    return figures
 
 
 def ttotal_view(artifact: TtotalArtifact, path: Path) -> View:

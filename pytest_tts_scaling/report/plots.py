@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any, ParamSpec
 
-from pytest_tts_scaling.core.schema import QmaxArtifact, Rung, Summary, TtotalArtifact
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, QmaxArtifact, Rung, Summary, TtotalArtifact
 from pytest_tts_scaling.optional import installed
 from pytest_tts_scaling.report.extras import (
     DEV_MODEL_LABEL,
@@ -154,14 +154,16 @@ def _q_max_marks(ax: Any, artifact: QmaxArtifact, rungs: Sequence[Rung]) -> None
 
 @plot
 def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> str:
-    """p95 TTFAB against N with its confidence band, the SLO and the Q_max bracket; the p95 time
-    to first audible audio beside it where the audio checks had an audible reference, and the
-    word error rate on a right-hand axis where the run transcribed answers."""
+    """p95 on the SLO's clock (TTFAB unless the artifact names another) against N with its
+    confidence band, the SLO and the Q_max bracket; the p95 time to first audible audio beside it
+    where the audio checks had an audible reference, and the word error rate on a right-hand
+    axis where the run transcribed answers."""
     fig, ax = new_figure(14, 3.6)
     rungs = _rungs(artifact)
     xs = [r.concurrency for r in rungs]
-    ax.plot(xs, [_value(r.ttfab_ms.p95) for r in rungs], "o-", color="tab:blue", label="p95")
-    ax.plot(xs, [_value(r.ttfab_ms.p50) for r in rungs], ".:", color="tab:blue", label="p50")
+    clock = CLOCK_WORDS[artifact.slo_metric]
+    ax.plot(xs, [_value(_judged(r, "p95")) for r in rungs], "o-", color="tab:blue", label="p95")
+    ax.plot(xs, [_value(_judged(r, "p50")) for r in rungs], ".:", color="tab:blue", label="p50")
     if any(r.audible_ms is not None for r in rungs):
         ax.plot(
             xs,
@@ -170,12 +172,12 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
             color="tab:orange",
             label="p95 first audible audio",
         )
-    with_ci = [r for r in rungs if r.ttfab_p95_ci_ms is not None]
+    with_ci = [(r.concurrency, r.judged_ci_ms) for r in rungs if r.judged_ci_ms is not None]
     if with_ci:
         ax.fill_between(
-            [r.concurrency for r in with_ci],
-            [r.ttfab_p95_ci_ms.low for r in with_ci if r.ttfab_p95_ci_ms],
-            [r.ttfab_p95_ci_ms.high for r in with_ci if r.ttfab_p95_ci_ms],
+            [c for c, _ in with_ci],
+            [ci.low for _, ci in with_ci],
+            [ci.high for _, ci in with_ci],
             color="tab:blue",
             alpha=0.2,
             label="p95 95% interval",
@@ -184,7 +186,7 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
     if unusable:
         ax.plot(
             [r.concurrency for r in unusable],
-            [_value(r.ttfab_ms.p95) for r in unusable],
+            [_value(_judged(r, "p95")) for r in unusable],
             "x",
             color="tab:red",
             markersize=10,
@@ -194,7 +196,7 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
         base = _rungs(baseline)
         ax.plot(
             [r.concurrency for r in base],
-            [_value(r.ttfab_ms.p95) for r in base],
+            [_value(_judged(r, "p95")) for r in base],
             "s--",
             color="tab:gray",
             label="baseline p95",
@@ -203,15 +205,22 @@ def ladder_svg(artifact: QmaxArtifact, baseline: QmaxArtifact | None = None) -> 
     _q_max_marks(ax, artifact, rungs)
     ax.set_ylim(bottom=0)
     _wer_axis(ax, rungs)
+    what = "time to first audio byte" if artifact.slo_metric == "ttfab" else f"time to {clock}"
     return finish(
         fig,
         ax,
         artifact,
-        f"p95 time to first audio byte against concurrency: {artifact.model} over "
+        f"p95 {what} against concurrency: {artifact.model} over "
         f"{artifact.transport} on {artifact.slug}",
         xlabel="concurrent requests N (closed loop)",
-        ylabel="TTFAB (ms)",
+        ylabel=f"{clock} (ms)",
     )
+
+
+def _judged(rung: Rung, quantile: str) -> float | None:
+    """A quantile of the rung's delivered requests on its SLO clock."""
+    judged = rung.judged_ms
+    return None if judged is None else getattr(judged, quantile)
 
 
 def _wer_axis(ax: Any, rungs: Sequence[Rung]) -> None:
@@ -252,11 +261,12 @@ def throughput_svg(artifact: QmaxArtifact) -> str:
     ax.plot(
         xs, little, "s--", color="tab:orange", label="Little's law: mean in flight / mean latency"
     )
-    try:
+    # A knee needs a curve (two usable rungs) that met the SLO somewhere: the lone rung of a run
+    # where nothing passed is no knee.
+    curved = sum(1 for r in rungs if r.usable) >= 2 and any(r.meets_slo for r in rungs)
+    if curved:
         at = knee_concurrency(ServiceCurve.from_rungs(rungs))
         ax.axvline(at, color="tab:brown", linestyle=":", label=f"knee at N={at:g}")
-    except ValueError:
-        pass  # no usable rung: no curve, no knee
     _q_max_marks(ax, artifact, rungs)
     headroom(ax, [r.throughput_rps for r in rungs] + little)
     return finish(
@@ -341,6 +351,37 @@ def underrun_svg(artifact: QmaxArtifact) -> str:
         xlabel="concurrent requests N",
         ylabel="stall per stream (ms)",
         legend=None,
+    )
+
+
+@plot
+def listener_svg(artifact: QmaxArtifact) -> str:
+    """The listener's clocks per rung (p50 and p95): first audible speech as it plays and
+    glitch-free playback, with TTFAB beneath them and the SLO."""
+    fig, ax = new_figure(14, 3.2)
+    rungs = _rungs(artifact)
+    xs = [r.concurrency for r in rungs]
+    for field, label, colour in (
+        ("ttfab_ms", "TTFAB", "tab:blue"),
+        ("speech_ms", "first audible speech", "tab:orange"),
+        ("glitch_free_ms", "glitch-free playback", "tab:green"),
+    ):
+        summaries = [getattr(r, field) for r in rungs]
+        if not any(s is not None and s.p95 is not None for s in summaries):
+            continue
+        for quantile, style in (("p95", "o-"), ("p50", ".:")):
+            values = [_value(getattr(s, quantile) if s else None) for s in summaries]
+            ax.plot(xs, values, style, color=colour, label=f"{quantile} {label}")
+    ax.axhline(artifact.slo_ms, color="tab:red", linestyle="--", label=f"SLO {artifact.slo_ms:g}")
+    ax.set_ylim(bottom=0)
+    return finish(
+        fig,
+        ax,
+        artifact,
+        "the listener's clocks per rung: when speech is first heard, and the earliest start from "
+        "which playback never runs dry",
+        xlabel="concurrent requests N",
+        ylabel="ms from the request",
     )
 
 

@@ -3,6 +3,8 @@
 `tts-bench qmax --baseline` and `pytest -m qmax --baseline` apply the same gates in the same order:
 the baseline is read and its identity checked before anything is measured (model, transport and
 SLO at once, the fingerprint once the endpoint is open), the comparison is made after the ladder.
+The baseline is a qmax artifact file, or one kept in MLflow (`mlflow:RUN_ID`, or
+`mlflow:experiment=NAME` for that experiment's latest passing qmax run), downloaded first.
 """
 
 from __future__ import annotations
@@ -18,29 +20,62 @@ if TYPE_CHECKING:
 
 
 def load_baseline(settings: ResolvedOptions) -> QmaxArtifact | None:
-    """The --baseline artifact, refused early when its model, transport or SLO is not this run's.
+    """The --baseline artifact, refused early when its model, transport, SLO or the SLO's clock
+    is not this run's.
 
     Read before the ladder starts: the new artifact may be written over the same file. The slug
     is checked by :func:`check_endpoint`; the whole identity again by :func:`compare_with_baseline`.
     """
     from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.core.compare import check_identity
+    from pytest_tts_scaling.core.compare import check_clock, check_identity
     from pytest_tts_scaling.core.schema import QmaxArtifact
 
     run = settings.run
     if run.baseline is None:
         return None
-    baseline = load(run.baseline, QmaxArtifact)
+    if isinstance(run.baseline, str):
+        baseline = fetched_baseline(run.baseline)
+    else:
+        baseline = load(run.baseline, QmaxArtifact)
+    names = {"baseline_name": f"baseline {run.baseline}", "new_name": "this run"}
+    check_clock(baseline, run.slo_metric, **names)
     check_identity(
         baseline,
         model=run.model,
         transport=run.transport,
         slo_ms=settings.slo_ms,
         allow_mismatch=run.allow_config_mismatch,
-        baseline_name=f"baseline {run.baseline}",
-        new_name="this run",
+        **names,
     )
     return baseline
+
+
+def fetched_baseline(reference: str) -> QmaxArtifact:
+    """The qmax artifact of an MLflow run, read from a download that is removed afterwards; a
+    tracking server that cannot be reached refuses the baseline in one line."""
+    import tempfile
+    from pathlib import Path
+
+    from pytest_tts_scaling.artifacts import load
+    from pytest_tts_scaling.core.schema import QmaxArtifact
+    from pytest_tts_scaling.errors import InputError
+    from pytest_tts_scaling.tracking.mlflow_runs import (
+        download_baseline,
+        error_line,
+        tracking_uri,
+    )
+
+    with tempfile.TemporaryDirectory(prefix="tts-baseline-") as folder:
+        try:
+            path = download_baseline(reference, Path(folder))
+        except (InputError, ModuleNotFoundError):
+            raise
+        except Exception as exc:
+            raise InputError(
+                f"baseline {reference}: could not read it from MLflow at {tracking_uri()}: "
+                f"{error_line(exc)}"
+            ) from None
+        return load(path, QmaxArtifact)
 
 
 def check_endpoint(baseline: QmaxArtifact, run: RunOptions, endpoint: Endpoint) -> None:

@@ -19,12 +19,22 @@ from typing import NoReturn
 from pytest_tts_scaling import __version__
 from pytest_tts_scaling.artifacts import keep_previous, kept_lines, save
 from pytest_tts_scaling.core.audio import AudioReference
+from pytest_tts_scaling.core.confirm import confirmation_concurrency, judge_confirmation
 from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestSpec
-from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, Rung, qmax_filename
+from pytest_tts_scaling.core.schema import (
+    CLOCK_WORDS,
+    Confirmation,
+    Provenance,
+    QmaxArtifact,
+    Rung,
+    SloTier,
+    qmax_filename,
+)
 from pytest_tts_scaling.core.search import Step, add_measurement, next_step, rungs_left
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
+    at_slo,
     falls_in_p95,
     inconclusive_rungs,
     select_qmax,
@@ -35,7 +45,12 @@ from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_health import require_answer, silence_after
+from pytest_tts_scaling.steps.qmax_health import (
+    cold_start_line,
+    first_answer_line,
+    require_answer,
+    silence_after,
+)
 from pytest_tts_scaling.steps.qmax_quality import QualityCheck
 from pytest_tts_scaling.steps.qmax_rung import (
     PROGRESS_EVERY_S,
@@ -47,12 +62,13 @@ from pytest_tts_scaling.steps.qmax_words import (
     again_line,
     client_saturation_lines,
     progress_line,
+    tier_words,
     trust_lines,
 )
 
-# The health probes (before rung 1, and after a rung that heard no audio) wait longer than a
-# rung's stall bound for a first answer: a slow endpoint on a busy host is not a dead one
-# (refusals and error statuses are still seen at once).
+# The health probe after a rung that heard no audio waits longer than a rung's stall bound for
+# an answer: a slow endpoint on a busy host is not a dead one (refusals and error statuses are
+# still seen at once). The first probe waits the endpoint's invocation limit.
 PROBE_PATIENCE_S = 20.0
 
 
@@ -66,7 +82,7 @@ class LadderResult:
         a = self.artifact
         lines = [
             f"qmax: {verdict_words(a)} for {a.model} over {a.transport} on {a.slug} "
-            f"at p95 TTFAB <= {a.slo_ms:g} ms",
+            f"at p95 {CLOCK_WORDS[a.slo_metric]} <= {a.slo_ms:g} ms",
             f"qmax: artifact {self.path}",
             f"qmax: per-request records {self.records_path}",
         ]
@@ -76,6 +92,12 @@ class LadderResult:
             lines.append("qmax: measured on the untrained development model (real architecture)")
         elif a.deployed_config.weights is not None:
             lines.append(f"qmax: measured on Kokoro-82M, weights {a.deployed_config.weights}")
+        if (
+            cold := cold_start_line(a.probe.get("cold_ttfab_ms"), a.probe.get("ttfab_ms"))
+        ) is not None:
+            lines.append(cold)
+        for tier in a.slo_tiers:
+            lines.append(f"qmax: {tier_words(a, tier)}")
         if a.admission_bound is not None:
             lines.append(f"qmax: admission bound {a.admission_bound} ({a.admission_bound_source})")
         lines.extend(client_saturation_lines(a.rungs))
@@ -130,50 +152,182 @@ def run_ladder(
     run = settings.run
     workload = workload or workload_for(run, endpoint.kind)
     check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
-    stall_s = stall_bound_s(settings.slo_ms)
-
-    def probe_request(worker: int, seq: int) -> RequestSpec:
-        return workload.request(1, worker, seq)
-
-    probe_stall_s = max(stall_s, PROBE_PATIENCE_S)
-    progress(f"qmax: asking {endpoint.name} for one answer first (up to {probe_stall_s:.0f} s)")
-    # A lone answer silent long enough to raise the stall bound is asked for again, warm.
-    health = require_answer(
-        endpoint,
-        run.transport,
-        probe_request,
-        stall_s=probe_stall_s,
-        cold_s=silence_kept_s(settings.slo_ms),
-    )
-    stall_s = stall_bound_s(settings.slo_ms, health.quietest_s)
-    # After a rung that heard nothing, a lone request may be as silent as a rung's may be: a
-    # server that sends each answer whole, slower on a busy host, is not a stopped one.
-    probe_stall_s = max(probe_stall_s, stall_s)
+    ladder = _Ladder(endpoint, settings, workload, progress)
     check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
-    path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
-    records_path = path.with_name(path.stem + ".requests.jsonl")
-    inputs_path = path.with_name(path.stem + ".inputs.jsonl")
-    for line in kept_lines(keep_previous([path, records_path, inputs_path])):
-        progress(f"qmax: {line}")
-    records_path.parent.mkdir(parents=True, exist_ok=True)
-    records_path.write_text("")
-    inputs_path.write_text("")
-    provenance = Provenance(
-        origin=f"{endpoint.kind}:{endpoint.name}",
-        run_id=uuid.uuid4().hex,
-        measured_at=iso_ns(time.time_ns()),
-        tool_version=__version__,
-        git_commit=git_commit(),
-    )
-    runs: list[list[Rung]] = []
-    started = time.monotonic()
-    host = endpoint.host()
+    confirmations: dict[int, Confirmation] = {}
+    for run_index in range(1, run.runs + 1):
+        rungs = ladder.climb(run_index)
+        if not run.no_confirm and (confirmed := ladder.confirm(rungs, run_index)) is not None:
+            confirmations[run_index] = confirmed
+    final = min(ladder.runs, key=lambda r: select_qmax(r, settings.slo_ms)[0] or 0)
+    ladder.confirmation = confirmations.get(ladder.runs.index(final) + 1)
+    endpoint.thaw()  # the load has stopped: restore the endpoint before the CloudWatch join
+    annotated = endpoint.annotate_rungs(final)
+    result = ladder.artifact(annotated, complete=True, stop_reason=None)
+    save(result, ladder.path)
+    return LadderResult(artifact=result, path=ladder.path, records_path=ladder.records_path)
 
-    def artifact(rungs: list[Rung], complete: bool, stop_reason: str | None) -> QmaxArtifact:
+
+class _Ladder:
+    """One qmax run's state: the endpoint's first answer, the files it writes, the rungs of each
+    run, the audio reference from N=1 and, at the end, the answer's confirmation."""
+
+    def __init__(
+        self, endpoint: Endpoint, settings: ResolvedOptions, workload: Workload, progress: Progress
+    ) -> None:
+        self.endpoint = endpoint
+        self.settings = settings
+        self.workload = workload
+        self.progress = progress
+        run = settings.run
+        stall_s = stall_bound_s(settings.slo_ms)
+        # The first answer may take the endpoint's whole invocation limit: a cold instance loads
+        # weights or compiles on its first request, and is slow once, not absent.
+        first_s = max(stall_s, endpoint.invocation_limit_s)
+        progress(
+            f"qmax: asking {endpoint.name} for one answer first (up to {first_s:.0f} s, its "
+            "invocation limit)"
+        )
+        # A lone answer silent long enough to raise the stall bound is asked for again, warm.
+        self.health = require_answer(
+            endpoint,
+            run.transport,
+            self.probe_request,
+            stall_s=first_s,
+            cold_s=silence_kept_s(settings.slo_ms),
+        )
+        if (cold := first_answer_line(self.health)) is not None:
+            progress(cold)
+        self.stall_s = stall_bound_s(settings.slo_ms, self.health.quietest_s)
+        # After a rung that heard nothing, a lone request may be as silent as a rung's may be: a
+        # server that sends each answer whole, slower on a busy host, is not a stopped one.
+        self.probe_stall_s = max(stall_s, PROBE_PATIENCE_S, self.stall_s)
+        self.path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
+        self.records_path = self.path.with_name(self.path.stem + ".requests.jsonl")
+        self.inputs_path = self.path.with_name(self.path.stem + ".inputs.jsonl")
+        for line in kept_lines(keep_previous([self.path, self.records_path, self.inputs_path])):
+            progress(f"qmax: {line}")
+        self.records_path.parent.mkdir(parents=True, exist_ok=True)
+        self.records_path.write_text("")
+        self.inputs_path.write_text("")
+        self.provenance = Provenance(
+            origin=f"{endpoint.kind}:{endpoint.name}",
+            run_id=uuid.uuid4().hex,
+            measured_at=iso_ns(time.time_ns()),
+            tool_version=__version__,
+            git_commit=git_commit(),
+        )
+        self.runs: list[list[Rung]] = []
+        self.started = time.monotonic()
+        self.host = endpoint.host()
+        self.reference: AudioReference | None = None
+        self.quality = (
+            QualityCheck(run.wer_sample, run.max_wer, run.max_wer_increase)
+            if run.wer_sample
+            else None
+        )
+        self.measured = 0
+        self.confirmation: Confirmation | None = None  # the final run's, once the runs are done
+
+    def probe_request(self, worker: int, seq: int) -> RequestSpec:
+        return self.workload.request(1, worker, seq)
+
+    def climb(self, run_index: int) -> list[Rung]:
+        """One run of the search (or the given ladder), the artifact saved after every rung."""
+        settings, run = self.settings, self.settings.run
+        rungs: list[Rung] = []
+        self.runs.append(rungs)
+        while (step := _next(rungs, self.endpoint, settings)) is not None:
+            rungs[:] = add_measurement(rungs, self.take(step, rungs, run_index))
+            rung = rungs[-1]
+            if rung.client is not None:
+                rung.client.kept_time_up_to = max(
+                    (r.concurrency for r in rungs if r.unusable_reason != "client_saturated"),
+                    default=None,
+                )
+            save(self.artifact(rungs, complete=False, stop_reason="measuring"), self.path)
+            elapsed = time.monotonic() - self.started
+            left = _eta_s(0.0, rungs=rungs, settings=settings, run_index=run_index)
+            self.progress(progress_line(rung, settings.slo_ms, elapsed, left))
+            try:
+                check_admission_bound(self.endpoint, top_rung(settings), run.allow_shallow_queue)
+            except InputError as exc:
+                self.stop(rungs, f"refused: {exc}", exc)
+        return rungs
+
+    def take(self, step: Step, rungs: list[Rung], run_index: int) -> Rung:
+        """Measure one rung (after the gap), stopping the run if the endpoint fell silent."""
+        settings, run, endpoint = self.settings, self.settings.run, self.endpoint
+        eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
+        if self.measured:
+            wait_gap(settings.gap_s, step, self.progress, eta_s)
+        again = None if step.phase == "confirm" else again_line(step, rungs, eta_s(settings.hold_s))
+        if again is not None:
+            self.progress(again)
+        rung, heard, self.reference = measure_rung(
+            endpoint,
+            settings,
+            self.workload,
+            step,
+            self.records_path,
+            self.inputs_path,
+            progress=self.progress,
+            eta_s=eta_s,
+            stall_s=self.stall_s,
+            reference=self.reference,
+            quality=self.quality,
+        )
+        seen = silence_after(
+            endpoint, heard, run.transport, self.probe_request, stall_s=self.probe_stall_s
+        )
+        if seen is not None:
+            reason = f"endpoint stopped answering at N={step.concurrency}: {seen}"
+            self.stop(
+                rungs,
+                reason,
+                EndpointUnavailable(
+                    f"{endpoint.name}: {reason}; the rungs measured before it are kept in "
+                    f"{self.path}, marked incomplete"
+                ),
+            )
+        if run.slo_metric == "audible" and (self.reference is None or not self.reference.audible):
+            refusal = InputError(audible_refusal(endpoint))
+            self.stop(rungs, "refused: nothing audible at N=1", refusal)
+        self.measured += 1
+        return rung.model_copy(update={"run": run_index, "phase": step.phase})
+
+    def confirm(self, rungs: list[Rung], run_index: int) -> Confirmation | None:
+        """The answer's passing rung measured once more, last (docs/method.md)."""
+        slo_ms = self.settings.slo_ms
+        concurrency = confirmation_concurrency(rungs, *select_qmax(rungs, slo_ms))
+        if concurrency is None:
+            return None
+        before = next(r for r in rungs if r.concurrency == concurrency)
+        self.progress(
+            f"qmax N={concurrency} confirm: the answer's passing rung measured once more, last, "
+            f"to check the server still serves at the speed it was measured at; "
+            f"{both_flags('--no-confirm')} skips it"
+        )
+        after = self.take(Step(concurrency, "confirm"), rungs, run_index)
+        elapsed = time.monotonic() - self.started
+        self.progress(progress_line(after, slo_ms, elapsed, 0.0))
+        return judge_confirmation(before, after, slo_ms)
+
+    def stop(self, rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
+        """End the run early: the rungs measured so far stay in the artifact, marked incomplete."""
+        save(self.artifact(rungs, complete=False, stop_reason=reason), self.path)
+        raise error
+
+    def artifact(self, rungs: list[Rung], complete: bool, stop_reason: str | None) -> QmaxArtifact:
+        settings, run, endpoint = self.settings, self.settings.run, self.endpoint
+        confirmation = self.confirmation if complete else None
         q_max, bracketed = select_qmax(rungs, settings.slo_ms)
+        if confirmation is not None and confirmation.outcome == "changed":
+            q_max, bracketed = None, False  # a pair from two servers answers for neither
         by_c = {r.concurrency: r for r in rungs}
         c1 = by_c.get(1)
         usable_c1 = c1 if c1 is not None and c1.usable else None
+        at_q_max = by_c.get(q_max) if q_max is not None else None
         return QmaxArtifact(
             model=run.model,
             endpoint=endpoint.name,
@@ -181,6 +335,7 @@ def run_ladder(
             slug=endpoint.slug,
             deployed_config=endpoint.deployed,
             slo_ms=settings.slo_ms,
+            slo_metric=run.slo_metric,
             q_max=q_max,
             q_max_bracketed=bracketed,
             s_mean_s=_s(usable_c1.latency_ms.mean) if usable_c1 else None,
@@ -189,106 +344,54 @@ def run_ladder(
             frozen=endpoint.frozen_capacity,
             unbounded_queue=endpoint.queue_max_depth is None,
             rungs=sorted(rungs, key=lambda r: (r.run, r.concurrency)),
-            provenance=provenance,
+            provenance=self.provenance,
             complete=complete,
             stop_reason=stop_reason,
-            records_file=records_path.name,
-            inputs_file=inputs_path.name,
-            settings={
-                "ladder": list(settings.ladder) if settings.ladder else None,
-                "max_concurrency": None if settings.ladder else search_top(endpoint, settings),
-                "hold_s": settings.hold_s,
-                "measure_s": settings.measure_s,
-                "gap_s": settings.gap_s,
-                "runs": run.runs,
-                "texts": len(workload.texts),
-                "voices": list(workload.voices),
-                "format": workload.format,
-                "wer_sample": run.wer_sample,
-                "max_wer": run.max_wer if run.wer_sample else None,
-                "max_wer_increase": run.max_wer_increase if run.wer_sample else None,
-                **({"request": workload.request_summary} if workload.request_summary else {}),
-            },
-            runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in runs],
+            records_file=self.records_path.name,
+            inputs_file=self.inputs_path.name,
+            settings=self.settings_record(),
+            runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in self.runs],
             admission_bound=endpoint.queue_max_depth,
             admission_bound_source=endpoint.queue_max_depth_source,
-            probe=health.summary(),
-            host=host,
+            probe=self.health.summary(),
+            host=self.host,
             non_monotonic=falls_in_p95(rungs),
-            audio_reference=reference.summary() if reference is not None else None,
+            audio_reference=self.reference.summary() if self.reference is not None else None,
             inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
+            confirmation=confirmation,
+            chars_per_s_at_q_max=at_q_max.chars_per_s if at_q_max else None,
+            audio_s_per_s_at_q_max=at_q_max.audio_throughput if at_q_max else None,
+            slo_tiers=slo_tiers(rungs, settings.slo_tiers_ms),
         )
 
-    def stop(rungs: list[Rung], reason: str, error: Exception) -> NoReturn:
-        """End the run early: the rungs measured so far stay in the artifact, marked incomplete."""
-        save(artifact(rungs, complete=False, stop_reason=reason), path)
-        raise error
+    def settings_record(self) -> dict[str, object]:
+        """The run's settings as the artifact keeps them."""
+        settings, run, workload = self.settings, self.settings.run, self.workload
+        return {
+            "ladder": list(settings.ladder) if settings.ladder else None,
+            "max_concurrency": None if settings.ladder else search_top(self.endpoint, settings),
+            "hold_s": settings.hold_s,
+            "measure_s": settings.measure_s,
+            "gap_s": settings.gap_s,
+            "runs": run.runs,
+            "texts": len(workload.texts),
+            "voices": list(workload.voices),
+            "format": workload.format,
+            "wer_sample": run.wer_sample,
+            "max_wer": run.max_wer if run.wer_sample else None,
+            "max_wer_increase": run.max_wer_increase if run.wer_sample else None,
+            **({"request": workload.request_summary} if workload.request_summary else {}),
+        }
 
-    reference: AudioReference | None = None
-    quality = (
-        QualityCheck(run.wer_sample, run.max_wer, run.max_wer_increase) if run.wer_sample else None
+
+def audible_refusal(endpoint: Endpoint) -> str:
+    """Why the audible clock cannot time this endpoint: its answers at N=1 held no 16-bit audio
+    that rose above its own silence, so no sample of any answer can be called speech."""
+    return (
+        f"{both_flags('--slo-metric')} audible: the answers of {endpoint.name} at N=1 never rose "
+        "above their own silence level (or carried no 16-bit audio), so no answer has an audible "
+        "start to time; expected answers with speech, or the ttfab or playback clock"
     )
-    measured = 0
-    for run_index in range(1, run.runs + 1):
-        rungs: list[Rung] = []
-        runs.append(rungs)
-        while (step := _next(rungs, endpoint, settings)) is not None:
-            concurrency = step.concurrency
-            eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
-            if measured:
-                wait_gap(settings.gap_s, step, progress, eta_s)
-            if (again := again_line(step, rungs, eta_s(settings.hold_s))) is not None:
-                progress(again)
-
-            rung, heard, reference = measure_rung(
-                endpoint,
-                settings,
-                workload,
-                step,
-                records_path,
-                inputs_path,
-                progress=progress,
-                eta_s=eta_s,
-                stall_s=stall_s,
-                reference=reference,
-                quality=quality,
-            )
-            seen = silence_after(
-                endpoint, heard, run.transport, probe_request, stall_s=probe_stall_s
-            )
-            if seen is not None:
-                reason = f"endpoint stopped answering at N={concurrency}: {seen}"
-                stop(
-                    rungs,
-                    reason,
-                    EndpointUnavailable(
-                        f"{endpoint.name}: {reason}; the rungs measured before it are kept in "
-                        f"{path}, marked incomplete"
-                    ),
-                )
-            rung = rung.model_copy(update={"run": run_index, "phase": step.phase})
-            rungs[:] = add_measurement(rungs, rung)
-            rung = rungs[-1]
-            measured += 1
-            if rung.client is not None:
-                rung.client.kept_time_up_to = max(
-                    (r.concurrency for r in rungs if r.unusable_reason != "client_saturated"),
-                    default=None,
-                )
-            save(artifact(rungs, complete=False, stop_reason="measuring"), path)
-            elapsed = time.monotonic() - started
-            left = _eta_s(0.0, rungs=rungs, settings=settings, run_index=run_index)
-            progress(progress_line(rung, settings.slo_ms, elapsed, left))
-            try:
-                check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
-            except InputError as exc:
-                stop(rungs, f"refused: {exc}", exc)
-    final = min(runs, key=lambda r: select_qmax(r, settings.slo_ms)[0] or 0)
-    endpoint.thaw()  # the load has stopped: restore the endpoint before the CloudWatch join
-    annotated = endpoint.annotate_rungs(final)
-    result = artifact(annotated, complete=True, stop_reason=None)
-    save(result, path)
-    return LadderResult(artifact=result, path=path, records_path=records_path)
 
 
 def wait_gap(gap_s: float, step: Step, progress: Progress, eta_s: Callable[[float], float]) -> None:
@@ -312,16 +415,41 @@ def _eta_s(
     if rung_left_s > 0:
         left = max(0, left - 1)  # the rung running now is one of them
     later_runs = (settings.run.runs - run_index) * max(1, len(rungs) + 1)
-    return rung_left_s + (left + later_runs) * per_rung
+    confirming = 0 if settings.run.no_confirm else 1
+    return rung_left_s + (left + later_runs + confirming) * per_rung
 
 
 def _next(rungs: list[Rung], endpoint: Endpoint, settings: ResolvedOptions) -> Step | None:
-    return next_step(
-        rungs,
-        settings.slo_ms,
-        ladder=settings.ladder,
-        max_concurrency=search_top(endpoint, settings),
-    )
+    """The next rung of the lowest SLO tier not yet bracketed (one tier: the SLO's)."""
+    for slo_ms in settings.slo_tiers_ms:
+        step = next_step(
+            at_slo(rungs, slo_ms) if slo_ms != settings.slo_ms else rungs,
+            slo_ms,
+            ladder=settings.ladder,
+            max_concurrency=search_top(endpoint, settings),
+        )
+        if step is not None:
+            return step
+    return None
+
+
+def slo_tiers(rungs: list[Rung], tiers_ms: tuple[float, ...]) -> list[SloTier]:
+    """Q_max at each SLO tier from the same rungs; none for a run of one SLO."""
+    if len(tiers_ms) < 2:
+        return []
+    tiers = []
+    for slo_ms in tiers_ms:
+        judged = at_slo(rungs, slo_ms)
+        q_max, bracketed = select_qmax(judged, slo_ms)
+        tiers.append(
+            SloTier(
+                slo_ms=slo_ms,
+                q_max=q_max,
+                q_max_bracketed=bracketed,
+                inconclusive=inconclusive_rungs(judged, q_max, slo_ms),
+            )
+        )
+    return tiers
 
 
 def _s(ms: float | None) -> float | None:

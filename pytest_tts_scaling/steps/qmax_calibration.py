@@ -39,8 +39,12 @@ class Measurement:
 
 
 def integer_ladder(case: Case) -> tuple[int, ...]:
-    """Every integer from 1 to the server's capacity Q_max + 1 (the exhaustive ladder)."""
-    q_max = truth_for(case.discipline, case.slo_ms).q_max or 0
+    """Every integer from 1 to the server's capacity Q_max + 1 (the exhaustive ladder) on the
+    SLO's clock; under hang-ups, the capacity they leave."""
+    if case.hang_up is not None:
+        q_max = case.truth().q_max or 0
+    else:
+        q_max = truth_for(case.clock_discipline(), case.slo_ms).q_max or 0
     return tuple(range(1, q_max + 2))
 
 
@@ -61,6 +65,7 @@ def measure(
         settings = RunOptions(
             endpoint_url=server.base_url,
             slo_ms=case.slo_ms,
+            slo_metric=case.slo_metric,
             ladder=ladder,
             hold_s=hold_s,
             measure_s=hold_s * MEASURED_SHARE,
@@ -89,7 +94,10 @@ def measure(
 
 
 def scenario_workload(case: Case, model: str) -> Workload | None:
-    """The case's shipped scenario, its key read from the environment as a user's would be."""
+    """The case's shipped scenario, its key read from the environment as a user's would be; a
+    hang-up case's listener."""
+    if case.hang_up is not None:
+        return Workload(model=model, hang_up=case.hang_up)
     if case.scenario is None:
         return None
     with mock.patch.dict(os.environ, {"OPENAI_API_KEY": CALIBRATION_KEY}):

@@ -26,6 +26,8 @@ from pytest_tts_scaling.load.transports import Transport
 PROBE_ATTEMPTS = 3
 # The rung label of probe requests in records (no rung has concurrency 0).
 PROBE_RUNG = 0
+# A first answer this many times slower than the next reads as a cold start.
+COLD_TIMES = 3.0
 
 PHRASES = {
     "connection_refused": "connection refused",
@@ -122,10 +124,35 @@ def require_answer(
     result = asyncio.run(_probe_endpoint(endpoint, transport, make_request, stall_s, cold_s))
     learn_admission_bound(endpoint, result.records, "to the health probe")
     if not result.healthy:
+        silent = all(r.status == "timeout" or _kind(r) == "stalled" for r in result.records)
+        ping = endpoint.ping_words() if silent else None
         raise EndpointUnavailable(
-            f"endpoint {endpoint.name} does not answer: {result.seen}; nothing was measured"
+            f"endpoint {endpoint.name} does not answer: {result.seen}"
+            f"{f'; {ping}' if ping else ''}; nothing was measured"
         )
     return result
+
+
+def first_answer_line(result: Probe) -> str | None:
+    """How long the first answer took, where it was asked for again: a first answer far slower
+    than the next looks like a cold start (weights loaded, kernels compiled on first use)."""
+    summary = result.summary()
+    return cold_start_line(summary.get("cold_ttfab_ms"), summary.get("ttfab_ms"))
+
+
+def cold_start_line(cold_ms: object, warm_ms: object) -> str | None:
+    """The line for a first answer (`cold_ms`) far slower than the next (`warm_ms`), as the
+    artifact's probe note keeps them; None when there was no second answer or it was not."""
+    if not isinstance(cold_ms, int | float) or not isinstance(warm_ms, int | float):
+        return None
+    cold, warm = cold_ms / 1000, warm_ms / 1000
+    if cold < COLD_TIMES * warm:
+        return None
+    return (
+        f"qmax: the first answer took {cold:.1f} s to its first audio, the next {warm:.2f} s: "
+        "it looks like a cold start (weights loading or compiling on the first request), not "
+        "the endpoint's speed; measuring goes on"
+    )
 
 
 def silence_after(
@@ -175,6 +202,10 @@ def what_was_seen(records: Sequence[RequestRecord], stall_s: float) -> str | Non
     kinds = Counter(_phrase(r, stall_s) for r in records)
     phrase, count = kinds.most_common(1)[0]
     return f"{phrase} ({count} of {len(records)} requests)"
+
+
+def _kind(record: RequestRecord) -> str:
+    return (record.error_code or record.status).partition(":")[0]
 
 
 def _phrase(record: RequestRecord, stall_s: float) -> str:

@@ -18,16 +18,19 @@ from pytest_tts_scaling.artifacts import append_jsonl
 from pytest_tts_scaling.core.audio import AudioReference, TextKey, judge_answers
 from pytest_tts_scaling.core.progress import Progress
 from pytest_tts_scaling.core.records import RequestRecord, RequestSpec
-from pytest_tts_scaling.core.schema import Rung
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, Rung
 from pytest_tts_scaling.core.search import Step
 from pytest_tts_scaling.core.stats import quantile_ci, time_weighted_in_flight
 from pytest_tts_scaling.core.timeline import from_epoch_ns, iso
 from pytest_tts_scaling.core.verdicts import (
+    RecordClock,
     RungInputs,
     delivered,
-    goodput_ttfab_ms,
+    goodput_ms,
     judge,
+    record_clock,
     straddles_slo,
+    ttfab,
     unusable_reason,
 )
 from pytest_tts_scaling.endpoints.base import Endpoint
@@ -83,6 +86,7 @@ def measure_rung(
     `quality`: with --wer-sample, a few answers are kept and transcribed after the rung.
     """
     concurrency = step.concurrency
+    clock = record_clock(settings.run.slo_metric, reference)
     before = endpoint.instance_count()
     inputs: list[dict[str, object]] = []
     texts: dict[str, str | None] = {}
@@ -95,47 +99,11 @@ def measure_rung(
         return spec
 
     heard: list[RequestRecord] = []
-    clock = WindowClock()
-
-    def rest_s() -> float:
-        """The rung's time left: to its window's end, then the drain's bound."""
-        if not clock.end_ns:  # the engine has not started the load yet
-            return settings.hold_s
-        now = time.perf_counter_ns()
-        return max(0.001, (clock.end_ns - now) / 1e9 + (clock.drain_s if clock.draining else 0))
-
-    def extended(reason: str, more_s: float) -> None:
-        progress(
-            f"qmax N={concurrency} {step.phase}: window extended by {more_s:.0f} s ({reason}); "
-            f"run ETA {mmss(eta_s(rest_s() + more_s))}"
-        )
-
-    async def report_progress() -> None:
-        """A line when the window opens and every PROGRESS_EVERY_S until the rung ends, through
-        its extensions and its drain (the task is cancelled when the rung returns)."""
-        started = time.perf_counter_ns()
-        warmup_s = settings.hold_s - settings.measure_s
-        window_start_ns = started + int(warmup_s * 1e9)
-        ticks = sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)})
-        at = ticks.pop(0)
-        while True:
-            await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
-            elapsed = (time.perf_counter_ns() - started) / 1e9
-            if clock.draining:
-                in_flight = len(inputs) - len(heard)
-                progress(drain_line(step, in_flight, clock.drain_s, eta_s(rest_s())))
-            else:
-                window_s = max(settings.measure_s, (clock.end_ns - window_start_ns) / 1e9)
-                progress(
-                    live_line(
-                        step, settings, heard, window_start_ns, elapsed, eta_s(rest_s()), window_s
-                    )
-                )
-            at = ticks.pop(0) if ticks else at + PROGRESS_EVERY_S
+    ticker = _Ticker(step, settings, progress, eta_s, inputs, heard, clock)
 
     async def measure() -> RungRun:
         async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
-            ticker = asyncio.create_task(report_progress())
+            ticking = asyncio.create_task(ticker.run())
             try:
                 return await run_rung(
                     transport,
@@ -143,16 +111,22 @@ def measure_rung(
                     concurrency=concurrency,
                     hold_s=settings.hold_s,
                     measure_s=settings.measure_s,
-                    should_extend=extension_rule(settings.slo_ms, settings.measure_s, extended),
+                    should_extend=extension_rule(
+                        settings.slo_ms,
+                        settings.measure_s,
+                        ticker.extended,
+                        clock,
+                        settings.slo_tiers_ms,
+                    ),
                     max_extensions=MOST_EXTENSIONS,
-                    should_end=clear_failure_rule(concurrency, settings.slo_ms, heard),
+                    should_end=clear_failure_rule(concurrency, settings.slo_ms, heard, clock),
                     stall_s=stall_s,
                     on_record=heard.append,
                     on_audio=on_audio,
-                    clock=clock,
+                    clock=ticker.window_clock,
                 )
             finally:
-                ticker.cancel()
+                ticking.cancel()
 
     result = asyncio.run(measure())
     after = endpoint.instance_count()
@@ -162,9 +136,98 @@ def measure_rung(
     }
     result.records, reference = judge_answers(reference, concurrency, result.records, keys)
     learn_admission_bound(endpoint, result.records, f"at N={concurrency}")
-    lag_bound = client_lag_bound_ms(settings.slo_ms)
     append_jsonl(records_path, [_record_row(r, result) for r in result.records])
     append_jsonl(inputs_path, inputs)
+    rung = _judged(result, concurrency, settings, reference, instances=(before, after))
+    if quality is not None:
+        rung = quality.judge(rung, kept, {r.request_id for r in started_in_window(result)})
+    return rung, result, reference
+
+
+class _Ticker:
+    """A rung's progress lines: when its window opens, every PROGRESS_EVERY_S until it ends
+    (through its extensions and its drain), and each extension as it is granted."""
+
+    def __init__(
+        self,
+        step: Step,
+        settings: ResolvedOptions,
+        progress: Progress,
+        eta_s: Callable[[float], float],
+        inputs: list[dict[str, object]],
+        heard: list[RequestRecord],
+        clock: RecordClock,
+    ) -> None:
+        self.step = step
+        self.settings = settings
+        self.progress = progress
+        self.eta_s = eta_s
+        self.inputs = inputs
+        self.heard = heard
+        self.clock = clock
+        self.window_clock = WindowClock()
+
+    def rest_s(self) -> float:
+        """The rung's time left: to its window's end, then the drain's bound."""
+        window_clock = self.window_clock
+        if not window_clock.end_ns:  # the engine has not started the load yet
+            return self.settings.hold_s
+        now = time.perf_counter_ns()
+        drain_s = window_clock.drain_s if window_clock.draining else 0
+        return max(0.001, (window_clock.end_ns - now) / 1e9 + drain_s)
+
+    def extended(self, reason: str, more_s: float) -> None:
+        self.progress(
+            f"qmax N={self.step.concurrency} {self.step.phase}: window extended by "
+            f"{more_s:.0f} s ({reason}); run ETA {mmss(self.eta_s(self.rest_s() + more_s))}"
+        )
+
+    async def run(self) -> None:
+        """Runs until cancelled, when the rung returns."""
+        settings, window_clock = self.settings, self.window_clock
+        started = time.perf_counter_ns()
+        warmup_s = settings.hold_s - settings.measure_s
+        window_start_ns = started + int(warmup_s * 1e9)
+        ticks = sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)})
+        at = ticks.pop(0)
+        while True:
+            await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
+            elapsed = (time.perf_counter_ns() - started) / 1e9
+            if window_clock.draining:
+                in_flight = len(self.inputs) - len(self.heard)
+                self.progress(
+                    drain_line(
+                        self.step, in_flight, window_clock.drain_s, self.eta_s(self.rest_s())
+                    )
+                )
+            else:
+                window_s = max(settings.measure_s, (window_clock.end_ns - window_start_ns) / 1e9)
+                self.progress(
+                    live_line(
+                        self.step,
+                        settings,
+                        self.heard,
+                        window_start_ns,
+                        elapsed,
+                        self.eta_s(self.rest_s()),
+                        window_s,
+                        self.clock,
+                    )
+                )
+            at = ticks.pop(0) if ticks else at + PROGRESS_EVERY_S
+
+
+def _judged(
+    result: RungRun,
+    concurrency: int,
+    settings: ResolvedOptions,
+    reference: AudioReference | None,
+    *,
+    instances: tuple[int | None, int | None],
+) -> Rung:
+    """The rung judged from what the engine heard, with the client's own timekeeping."""
+    before, after = instances
+    lag_bound = client_lag_bound_ms(settings.slo_ms)
     mean, peak = time_weighted_in_flight(
         [(r.start_ns, r.end_ns) for r in result.records],
         result.window_start_ns,
@@ -185,6 +248,8 @@ def measure_rung(
             client_lag_bound_ms=lag_bound,
         ),
         settings.slo_ms,
+        settings.run.slo_metric,
+        reference,
     )
     client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
     update = {
@@ -194,10 +259,7 @@ def measure_rung(
         "few_samples": rung.completed < MIN_COMPLETIONS,
         "load_avg_1m": load_average(),
     }
-    rung = rung.model_copy(update=update)
-    if quality is not None:
-        rung = quality.judge(rung, kept, {r.request_id for r in started_in_window(result)})
-    return rung, result, reference
+    return rung.model_copy(update=update)
 
 
 def _str(value: object) -> str | None:
@@ -205,7 +267,11 @@ def _str(value: object) -> str | None:
 
 
 def extension_rule(
-    slo_ms: float, measure_s: float, on_extend: Callable[[str, float], None] | None = None
+    slo_ms: float,
+    measure_s: float,
+    on_extend: Callable[[str, float], None] | None = None,
+    clock: RecordClock = ttfab,
+    tiers_ms: tuple[float, ...] = (),
 ) -> ShouldExtend:
     """How much longer a rung's window must run, given the extensions so far (0: not at all).
 
@@ -213,7 +279,8 @@ def extension_rule(
     extensions, so a slow or busy endpoint is judged on enough requests rather than on one: each
     as long as the rate seen so far needs to reach them (a quarter more, at least a quarter and
     at most one measure window). A p95 interval that contains the SLO earns up to
-    MAX_EXTENSIONS more measure windows. `on_extend(reason, seconds)` hears each one granted.
+    MAX_EXTENSIONS more measure windows (the p95 on the SLO's `clock`; with SLO `tiers_ms`, one
+    that contains any of them). `on_extend(reason, seconds)` hears each one granted.
     """
     granted = 0
 
@@ -233,20 +300,25 @@ def extension_rule(
             needed_s = SAMPLE_MARGIN * (MIN_COMPLETIONS - completed) * window_s / completed
             more_s = min(measure_s, max(SHORTEST_SAMPLE_EXTENSION * measure_s, needed_s))
             return grant(reason, more_s)
-        if granted < MAX_EXTENSIONS and (interval := straddles_slo(window, slo_ms)) is not None:
-            reason = (
-                f"p95 interval {interval.low:.0f}-{interval.high:.0f} ms holds the SLO "
-                f"{slo_ms:g} ms"
-            )
-            return grant(reason, measure_s)
+        for tier_ms in tiers_ms or (slo_ms,):
+            interval = straddles_slo(window, tier_ms, clock) if granted < MAX_EXTENSIONS else None
+            if interval is not None:
+                reason = (
+                    f"p95 interval {interval.low:.0f}-{interval.high:.0f} ms holds the SLO "
+                    f"{tier_ms:g} ms"
+                )
+                return grant(reason, measure_s)
         return 0.0
 
     return should_extend
 
 
-def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecord]) -> ShouldEnd:
+def clear_failure_rule(
+    concurrency: int, slo_ms: float, heard: list[RequestRecord], clock: RecordClock = ttfab
+) -> ShouldEnd:
     """Whether the requests that started in the window and have ended already make a usable rung
-    whose p95 interval (at EARLY_END_LEVEL) lies above the SLO: the verdict's window would add
+    whose p95 interval on the SLO's `clock` (at EARLY_END_LEVEL) lies above the SLO: the
+    verdict's window would add
     the requests still running, the slowest, so it would fail as clearly. A window with no more
     than 5% above the SLO cannot, and costs one pass over the new records to rule out.
     """
@@ -258,7 +330,7 @@ def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecor
         for record in heard[scanned:]:
             if record.start_ns >= window_start_ns:
                 window.append(record)
-                above += not delivered(record) or (record.ttfab_ms or 0.0) > slo_ms
+                above += not delivered(record) or (clock(record) or 0.0) > slo_ms
         scanned = len(heard)
         if len(window) < MIN_COMPLETIONS or above <= 0.05 * len(window):
             return False
@@ -269,9 +341,9 @@ def clear_failure_rule(concurrency: int, slo_ms: float, heard: list[RequestRecor
             concurrency_mean=concurrency,
             concurrency_max=concurrency,
         )
-        if unusable_reason(so_far, slo_ms) is not None:
+        if unusable_reason(so_far, slo_ms, clock) is not None:
             return False
-        interval = quantile_ci(goodput_ttfab_ms(window, slo_ms), level=EARLY_END_LEVEL)
+        interval = quantile_ci(goodput_ms(window, slo_ms, clock), level=EARLY_END_LEVEL)
         return interval is not None and interval.low > slo_ms
 
     return should_end
@@ -304,9 +376,10 @@ def live_line(
     elapsed_s: float,
     eta_s: float,
     window_s: float | None = None,
+    clock: RecordClock = ttfab,
 ) -> str:
-    """One rung in progress: N, phase, p95 so far against the SLO, and the whole run's ETA.
-    `window_s`: the measure window as extended so far (--measure-s when not)."""
+    """One rung in progress: N, phase, p95 so far (on the SLO's `clock`) against the SLO, and the
+    whole run's ETA. `window_s`: the measure window as extended so far (--measure-s when not)."""
     warmup_s = settings.hold_s - settings.measure_s
     window_s = window_s if window_s is not None else settings.measure_s
     in_window = [r for r in heard if r.start_ns >= window_start_ns]
@@ -316,10 +389,11 @@ def live_line(
         extended = " (extended)" if window_s > settings.measure_s + 0.05 else ""
         phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{round(window_s, 1):g} s{extended}"
     seen, where = (in_window, "in the window") if in_window else (heard, "in the warm-up")
-    goodput = goodput_ttfab_ms(seen, settings.slo_ms)
+    goodput = goodput_ms(seen, settings.slo_ms, clock)
     p95 = f"{float(np.percentile(goodput, 95)):.0f} ms {where}" if goodput else "n/a"
     return (
-        f"qmax N={step.concurrency} {step.phase}: {phase}, p95 TTFAB so far {p95} "
+        f"qmax N={step.concurrency} {step.phase}: {phase}, p95 "
+        f"{CLOCK_WORDS[settings.run.slo_metric]} so far {p95} "
         f"(SLO {settings.slo_ms:g} ms), {len(heard)} done; run ETA {mmss(eta_s)}"
     )
 

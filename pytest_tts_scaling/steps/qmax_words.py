@@ -6,7 +6,8 @@ command, the scenario and the summary say the same thing.
 
 from __future__ import annotations
 
-from pytest_tts_scaling.core.schema import QmaxArtifact, Rung
+from pytest_tts_scaling.core.confirm import confirmation_line
+from pytest_tts_scaling.core.schema import CLOCK_WORDS, QmaxArtifact, Rung, SloTier
 from pytest_tts_scaling.core.search import Step, schedule_estimate_s, worst_case_rungs
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.core.verdicts import (
@@ -40,6 +41,8 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
     lines: list[str] = []
     if (doubt := doubt_line(a)) is not None:
         lines.append(doubt)
+    if a.confirmation is not None and a.confirmation.outcome == "slowed":
+        lines.append(str(confirmation_line(a.confirmation)))
     host = a.host
     loads = [r.load_avg_1m for r in a.rungs if r.load_avg_1m is not None]
     if host is not None and loads and max(loads) > host.cpu_count:
@@ -57,19 +60,33 @@ def trust_lines(a: QmaxArtifact) -> list[str]:
         )
     if a.non_monotonic:
         lines.append(
-            f"qmax: p95 TTFAB fell at N={', '.join(map(str, a.non_monotonic))} below a lower "
+            f"qmax: p95 {CLOCK_WORDS[a.slo_metric]} fell at N="
+            f"{', '.join(map(str, a.non_monotonic))} below a lower "
             "rung's, beyond both intervals: the host or the endpoint changed during the run; "
             "re-run it on a quiet machine"
         )
     return lines
 
 
+def tier_words(artifact: QmaxArtifact, tier: SloTier) -> str:
+    """One SLO tier's answer: `at p95 TTFAB <= 1000 ms: Q_max 4 (bracketed)`."""
+    if tier.q_max is None:
+        found = "no rung met it"
+    else:
+        found = f"Q_max {tier.q_max} ({'bracketed' if tier.q_max_bracketed else 'lower bound'})"
+    doubt = ", INCONCLUSIVE" if tier.inconclusive else ""
+    clock = CLOCK_WORDS[artifact.slo_metric]
+    return f"at p95 {clock} <= {tier.slo_ms:g} ms: {found}{doubt}"
+
+
 def no_qmax_message(artifact: QmaxArtifact) -> str:
     """Why no rung passed, naming errors apart from latency (a broken endpoint is not slow)."""
+    if (confirmed := artifact.confirmation) is not None and confirmed.outcome == "changed":
+        return str(confirmation_line(confirmed)).removeprefix("qmax: ")
     first = min(artifact.rungs, key=lambda r: r.concurrency, default=None)
     if first is not None and first.fail_reason == "errors":
         return f"{verdict_words(artifact)}: the endpoint answers without audio, it is not slow"
-    p95 = first.goodput_ttfab_p95_ms if first is not None else None
+    p95 = first.judged_p95_ms if first is not None else None
     figure = "n/a" if p95 is None else f"{p95:.0f} ms"
     lowest = "none measured" if first is None else f"N={first.concurrency} p95 {figure}"
     if first is not None and not first.usable:
@@ -78,7 +95,8 @@ def no_qmax_message(artifact: QmaxArtifact) -> str:
     advice = "; ".join(causes) or (
         f"raise {both_flags('--slo-ms')}, or find out why one request alone is this slow"
     )
-    return f"no rung met p95 TTFAB <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
+    clock = CLOCK_WORDS[artifact.slo_metric]
+    return f"no rung met p95 {clock} <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
 
 
 def describe_schedule(settings: ResolvedOptions) -> list[str]:
@@ -86,7 +104,8 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
     run = settings.run
     head = (
         f"qmax dry run: {run.kind} endpoint {run.endpoint or run.endpoint_url or '(local default)'}"
-        f", transport {run.transport}, SLO p95 TTFAB <= {settings.slo_ms:g} ms"
+        f", transport {run.transport}, SLO p95 {CLOCK_WORDS[run.slo_metric]} <= "
+        f"{', '.join(f'{t:g}' for t in settings.slo_tiers_ms)} ms"
     )
     timing = (
         f"hold {settings.hold_s:g} s (last {settings.measure_s:g} s measured), gap "
@@ -102,7 +121,8 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
             head,
             f"adaptive search up to N={settings.max_concurrency}: {timing}",
             "  rung 1: N=1; then the predicted SLO crossing and its neighbours, ending on "
-            "N pass / N+1 fail",
+            "N pass / N+1 fail"
+            + ("" if run.no_confirm else ", then N once more to confirm the server held still"),
             f"estimate: about {typical_s / 60:.1f} min (4-6 rungs); worst case "
             f"{worst_s / 60:.1f} min: {rungs} concurrencies, each measured up to "
             f"{MAX_MEASUREMENTS} times (again when unusable, re-tested when a failure is "
@@ -145,7 +165,7 @@ def again_line(step: Step, rungs: list[Rung], eta_s: float) -> str | None:
 
 
 def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) -> str:
-    p95 = rung.goodput_ttfab_p95_ms if rung.goodput_ttfab_p95_ms is not None else rung.ttfab_ms.p95
+    p95 = rung.judged_p95_ms
     verdict = (
         f"unusable ({rung.unusable_reason})"
         if not rung.usable
@@ -157,11 +177,14 @@ def progress_line(rung: Rung, slo_ms: float, elapsed_s: float, left_s: float) ->
     errors = f", {rung.failed} without audio" if rung.failed else ""
     if rung.waited_past_bound:
         errors += f", {rung.waited_past_bound} waited past the stall bound"
+    if rung.hung_up:
+        errors += f", {rung.hung_up} hung up"
     again = f", measurement {rung.remeasured + 1}" if rung.remeasured else ""
     if rung.ended_early:
         again += f", ended early at {rung.measure_s:.1f} s (a clear failure)"
     return (
-        f"qmax N={rung.concurrency:<4} {rung.phase:<9} p95 TTFAB {p95_text} (SLO {slo_ms:g} ms) "
+        f"qmax N={rung.concurrency:<4} {rung.phase:<9} p95 {CLOCK_WORDS[rung.slo_metric]} "
+        f"{p95_text} (SLO {slo_ms:g} ms) "
         f"{verdict}; {rung.completed} done{errors}, {rung.throughput_rps:.1f} rps, in-flight "
         f"{rung.concurrency_mean:.1f}{again}; elapsed {mmss(elapsed_s)}, about {mmss(left_s)} "
         "left"

@@ -91,13 +91,20 @@ def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
     """Every plan quantity (docs/steps.md#plan), the findings and the verdict. Raises InputError
     subclasses."""
     check_inputs(qmax, ttotal, inputs)
+    facts = _facts(qmax, ttotal, inputs)
+    artifact = _plan_artifact(facts, all_findings(facts))
+    return PlanOutcome(
+        artifact, facts.curve, facts.policy, facts.surge_run, SURGE_LEAD_S, facts.surge_n
+    )
+
+
+def _facts(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs) -> Facts:
+    """The plan's quantities, its policy and the fleet simulated through the surge."""
     # Established by check_inputs:
     assert qmax.q_max is not None
     assert qmax.s_p95_s is not None
-    assert qmax.ttfab_p95_at_c1_ms is not None
     assert inputs.peak_rps is not None
     q_max = qmax.q_max
-    slo_ms = qmax.slo_ms
     t_total = ttotal.t_total_s
     curve = measured_curve(qmax, inputs.qmax_name)
 
@@ -106,10 +113,6 @@ def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
     c_max = (1 - h) * q_max
     c_min = (1 - 2 * h) * q_max
     ratio, ratio_rung = cw_ratio_near(qmax.rungs, float(c_max))
-    w_max = max(0.0, slo_ms / 1000.0 - qmax.s_p95_s)
-    scale_out_cooldown = int(min(max(t_total / 2, 10.0), 30.0))
-    scale_in_cooldown = int(max(300.0, 3 * t_total))
-    alarm_ms = float(math.ceil(round(qmax.ttfab_p95_at_c1_ms, 6)))
 
     measured_x = curve.throughput(float(c_max))
     little_x = little_curve(qmax.rungs, inputs.qmax_name).throughput(float(c_max))
@@ -121,15 +124,14 @@ def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
         )
     min_instances = max(inputs.min_floor, fleet_size(inputs.trough_rps, per_instance))
     max_instances = max(min_instances, fleet_size(inputs.peak_rps, per_instance))
-    min_safe = smallest_safe_floor(c_max, c_min, max_instances)
 
     policy = Policy(
         target_concurrency=float(c_max),
         scale_in_concurrency=float(c_min),
         min_instances=min_instances,
         max_instances=max_instances,
-        scale_out_cooldown_s=scale_out_cooldown,
-        scale_in_cooldown_s=scale_in_cooldown,
+        scale_out_cooldown_s=int(min(max(t_total / 2, 10.0), 30.0)),
+        scale_in_cooldown_s=int(max(300.0, 3 * t_total)),
         provision_s=max(0.0, t_total - ttotal.policy_lag_bound_s),
         queue_max_depth=q_max,
         period_s=ALARM_PERIOD_S,
@@ -144,11 +146,10 @@ def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
         ),
         curve=curve,
         policy=policy,
-        slo_ms=slo_ms,
+        slo_ms=qmax.slo_ms,
         initial_instances=surge_n,
     )
-
-    facts = Facts(
+    return Facts(
         qmax=qmax,
         ttotal=ttotal,
         inputs=inputs,
@@ -158,48 +159,49 @@ def compute_plan(qmax: QmaxArtifact, ttotal: TtotalArtifact, inputs: PlanInputs)
         c_min=float(c_min),
         ratio=ratio,
         ratio_rung=ratio_rung,
-        w_max=w_max,
+        w_max=max(0.0, qmax.slo_ms / 1000.0 - qmax.s_p95_s),
         measured_x=measured_x,
         little_x=little_x,
         per_instance=per_instance,
         min_instances=min_instances,
         max_instances=max_instances,
-        min_safe=min_safe,
+        min_safe=smallest_safe_floor(c_max, c_min, max_instances),
         policy=policy,
         surge_run=surge_run,
         surge_n=surge_n,
         base_rps=base_rps,
     )
-    findings = all_findings(facts)
-    verdict = overall_verdict(findings)
-    target_value = round(float(c_max) * ratio, 3)
-    scale_in_value = round(float(c_min) * ratio, 3)
+
+
+def _plan_artifact(f: Facts, findings: list[Finding]) -> PlanArtifact:
+    """The plan artifact from its facts; the registry entry is written from its own fields."""
+    # Established by check_inputs:
+    assert f.qmax.q_max is not None
+    assert f.qmax.ttfab_p95_at_c1_ms is not None
     artifact = PlanArtifact(
-        model=qmax.model,
-        slug=qmax.slug,
-        inputs=inputs_record(qmax, ttotal, inputs),
-        c_scale_max=round(float(c_max), 6),
-        c_scale_min=round(float(c_min), 6),
-        cw_units_ratio=ratio,
-        scaling_target_value=target_value,
-        scale_in_threshold=scale_in_value,
-        w_max_s=round(w_max, 3),
-        queue_max_depth=q_max,
-        scale_out_cooldown_s=scale_out_cooldown,
-        scale_in_cooldown_s=scale_in_cooldown,
-        min_instances=min_instances,
-        max_instances=max_instances,
-        min_safe_instances=min_safe,
-        per_instance_rps_at_c_scale_max=per_instance,
-        first_chunk_alarm_ms=alarm_ms,
+        model=f.qmax.model,
+        slug=f.qmax.slug,
+        inputs=inputs_record(f.qmax, f.ttotal, f.inputs),
+        c_scale_max=round(f.c_max, 6),
+        c_scale_min=round(f.c_min, 6),
+        cw_units_ratio=f.ratio,
+        scaling_target_value=round(f.c_max * f.ratio, 3),
+        scale_in_threshold=round(f.c_min * f.ratio, 3),
+        w_max_s=round(f.w_max, 3),
+        queue_max_depth=f.qmax.q_max,
+        scale_out_cooldown_s=int(f.policy.scale_out_cooldown_s),
+        scale_in_cooldown_s=int(f.policy.scale_in_cooldown_s),
+        min_instances=f.min_instances,
+        max_instances=f.max_instances,
+        min_safe_instances=f.min_safe,
+        per_instance_rps_at_c_scale_max=f.per_instance,
+        first_chunk_alarm_ms=float(math.ceil(round(f.qmax.ttfab_p95_at_c1_ms, 6))),
         findings=findings,
-        verdict=verdict,
+        verdict=overall_verdict(findings),
         config_block="",
-        **_extras(facts),
+        **_extras(f),
     )
-    # The registry entry is written from the plan's own fields, so it comes last.
-    artifact = artifact.model_copy(update={"config_block": config_block(artifact, inputs)})
-    return PlanOutcome(artifact, curve, policy, surge_run, SURGE_LEAD_S, surge_n)
+    return artifact.model_copy(update={"config_block": config_block(artifact, f.inputs)})
 
 
 def _extras(f: Facts) -> dict[str, Any]:

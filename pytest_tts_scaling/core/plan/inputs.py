@@ -191,7 +191,8 @@ def little_curve(rungs: Sequence[Rung], name: str | None) -> ServiceCurve:
         mean = r.latency_ms.mean
         if r.usable and r.completed and mean and mean > 0:
             n = r.concurrency_mean if r.concurrency_mean > 0 else float(r.concurrency)
-            points.setdefault(r.concurrency, (n / (mean / 1000.0), float(r.ttfab_ms.p95 or 0.0)))
+            p95 = r.judged_ms.p95 if r.judged_ms is not None else None
+            points.setdefault(r.concurrency, (n / (mean / 1000.0), float(p95 or 0.0)))
     if not points:
         raise ArtifactError(
             f"{label(name, 'qmax artifact')}: field 'rungs': no usable rung with a mean latency"

@@ -129,6 +129,15 @@ class _AnswerProtocol(asyncio.Protocol):
             exchange.timer.body(body, at_ns=self._read_at)
         except DecodeError as exc:
             exchange.decode_error = exc
+            return
+        if exchange.timer.hung_up_ns is not None:
+            self._hang_up()
+
+    def _hang_up(self) -> None:
+        """The listener has heard enough: the answer ends here and the connection is closed, as
+        a client that barges in closes its stream (HTTP/1.1 has no other way to cancel)."""
+        self._end(None)
+        self.close()
 
     def on_message_complete(self) -> None:
         if self.exchange is not None and not self.exchange.status:

@@ -1,0 +1,1 @@
+"""Experiment trackers: each step's run recorded where teams already look (MLflow)."""
