@@ -29,23 +29,9 @@ lint: $(STAMP)
 	# infra/tests is a folder of its own (its conftest.py beside container/tests' one): checked apart.
 	$(BIN)/mypy infra/tests
 
-# The project's own tests, with ruff and mypy first, in two phases: everything that does not judge
-# timing two modules at a time (pytest-xdist), then the modules that do, one after another
-# (conftest.py lists them, SERIAL_MODULES). Each phase prints its own summary; either failing fails
-# the target. A phase with nothing to run (ARGS selected only the other phase's tests) is fine,
-# both empty is not.
-WORKERS ?= 2
+# The project's own tests, with ruff and mypy first.
 test: lint
-	@echo "make test: parallel phase ($(WORKERS) workers)"; \
-	parallel=0; $(BIN)/pytest --timeout=900 --phase parallel -n $(WORKERS) --dist loadfile $(ARGS) || parallel=$$?; \
-	echo "make test: serial phase"; \
-	serial=0; $(BIN)/pytest --timeout=900 --phase serial $(ARGS) || serial=$$?; \
-	echo "make test: parallel phase exit $$parallel, serial phase exit $$serial"; \
-	if [ -z "$(strip $(ARGS))" ] || [ "$$parallel$$serial" = 55 ]; then \
-	  [ "$$parallel$$serial" = 00 ]; \
-	else \
-	  case "$$parallel$$serial" in 00|05|50) true;; *) false;; esac; \
-	fi
+	$(BIN)/pytest --timeout=900 $(ARGS)
 
 # The documentation site from docs/ into site/, offline; a broken link or a page left out of the nav fails it.
 docs: $(STAMP)
