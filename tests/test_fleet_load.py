@@ -8,11 +8,16 @@ request's first audio byte, so the records' TTFAB is checked against the server'
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from pytest_tts_scaling.optional import needs_extra
 
-pytest.importorskip("locust", reason=needs_extra("locust"))
+# Looked up, never imported: importing Locust here would monkey-patch this process with gevent
+# (it deadlocked a whole session's collection on a module lock).
+if importlib.util.find_spec("locust") is None:
+    pytest.skip(needs_extra("locust"), allow_module_level=True)
 
 import asyncio
 import itertools
