@@ -47,18 +47,18 @@ def quiet() -> Iterator[None]:
         yield
 
 
-def experiment_id(client: MlflowClient, name: str) -> str:
+def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
     """The experiment's id, created when it does not exist yet (another run may create it at
     the same moment: then it is read again)."""
     from mlflow.exceptions import MlflowException
 
-    found = client.get_experiment_by_name(name)
+    found = mlflow_client.get_experiment_by_name(name)
     if found is not None:
         return str(found.experiment_id)
     try:
-        return str(client.create_experiment(name))
+        return str(mlflow_client.create_experiment(name))
     except MlflowException:
-        found = client.get_experiment_by_name(name)
+        found = mlflow_client.get_experiment_by_name(name)
         if found is None:
             raise
         return str(found.experiment_id)
