@@ -146,7 +146,9 @@ def check_pytest(command: Command, pytester: pytest.Pytester) -> int:
             copy = shutil.copytree if (ROOT / arg).is_dir() else shutil.copy
             (pytester.path / arg).parent.mkdir(parents=True, exist_ok=True)
             copy(ROOT / arg, pytester.path / arg)
-    result = pytester.runpytest(*args, "--collect-only", "-q", "-p", "no:cacheprovider")
+    # In a process of its own: this session may have imported the repository's scenarios under
+    # the same module names, and pytest refuses a second file of one name ("import file mismatch").
+    result = pytester.runpytest_subprocess(*args, "--collect-only", "-q", "-p", "no:cacheprovider")
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == 0, f"{command.where}: pytest refused {args}:\n{output}"
     selected = [line for line in result.stdout.lines if "::" in line]
