@@ -57,9 +57,9 @@ def qmax_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 server.base_url,
                 *("--tts-ladder", "1,2,4,6,8", "--tts-hold-s", "3", "--tts-measure-s", "2"),
                 *("--tts-gap-s", "0", "--tts-slo-ms", "500"),
-                *(f"--tts-artifacts-dir={out / 'artifacts'}"),
+                f"--tts-artifacts-dir={out / 'artifacts'}",
                 *("--html", str(out / "report.html"), "--self-contained-html"),
-                *(f"--tts-export-csv={out / 'csv'}"),
+                f"--tts-export-csv={out / 'csv'}",
             ],
             cwd=ROOT,
             capture_output=True,
@@ -93,6 +93,7 @@ def test_first_screen_of_the_pytest_html_report_shows_qmax_and_the_ladder(
         "throughput",
         "ttfab-distribution",
         "underrun",
+        "listener",
     ]
     assert all(p.loaded for p in screen.plots)
     # Self-contained: the browser fetched nothing but the report itself.
