@@ -4,7 +4,7 @@ texts, SLO and machine.
     .venv/bin/python benchmarks/peer.py [--path /work/ext/Kokoro-FastAPI] \\
         [--engines kokoro-onnx,onnx,torch] [--texts 10] [--rounds 1] [--precision auto] \\
         [--servers container,kokoro-fastapi] [--model-dir DIR] [--voice jm_kumo] \\
-        [--slo-ms 3000] [--ladder 1,2,3] [--hold-s 40] [--words 14,5] \\
+        [--slo-ms 3000] [--slo-metric ttfab] [--ladder 1,2,3] [--hold-s 40] [--words 14,5] \\
         [--container-env ENGINE=onnx ...]
 
 First the engines, in this process, one request at a time: kokoro-onnx 0.6.1 (ONNX Runtime on the
@@ -18,7 +18,8 @@ seconds per text, the silence before the first audible sample (the qmax step's a
 above twice the quietest 10 ms and -60 dBFS over it), and the time to it: when the segment
 holding it was made (kokoro-onnx makes a text's audio whole; median and p95 at N=1, no HTTP).
 
-Then the servers, each measured alone by the same qmax search.
+Then the servers, each measured alone by the same qmax search, its SLO held on the clock
+`--slo-metric` names (docs/method.md#the-listeners-clocks).
 
 Kokoro-FastAPI (github.com/remsky/Kokoro-FastAPI) runs from its own checkout outside this
 repository (`--path`, never copied into it; without it its row is skipped) with its own
@@ -31,8 +32,14 @@ machine while it is measured; the request bodies are the shipped scenarios `koko
 container's /invocations) and `kokoro-fastapi` (its /v1/audio/speech, raw PCM, lang_code "a"),
 whose texts are the same, with the voice set to `--voice`.
 
-Prints per server: Q_max, p95 TTFAB at N=1, throughput at Q_max (requests completed per second)
-and its CPU (cores busy on average while measured, CPU seconds per completed request).
+Prints per server its rungs as measured (N, requests completed per second, p50/p95 TTFAB, p95
+first audible speech as it plays, p95 glitch-free start, verdict; the confirmation last; of a run
+that stopped, the rungs its artifact kept), then a row: Q_max on the run's clock and, from the same
+rungs, on TTFAB (every rung keeps its TTFAB goodput p95 and interval whatever the clock, so an
+`audible` run gives both; a rung's earlier measurements and where the search stopped were judged
+on the run's clock), p95 TTFAB at N=1, throughput at Q_max and the server's CPU (cores busy on
+average while measured, CPU seconds per completed request). TTFAB p95 is the goodput p95 the
+verdict reads (a request without audio counts above the SLO).
 """
 
 from __future__ import annotations
@@ -49,14 +56,23 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import httpx
 import numpy as np
 from tts_container.engine import KOKORO_SAMPLE_RATE
 
 from pytest_tts_scaling.core.audio import audible_threshold, levels
-from pytest_tts_scaling.core.schema import QmaxArtifact
+from pytest_tts_scaling.core.confirm import judge_confirmation
+from pytest_tts_scaling.core.schema import (
+    CLOCK_WORDS,
+    Confirmation,
+    QmaxArtifact,
+    Rung,
+    SloMetric,
+    Summary,
+)
+from pytest_tts_scaling.core.verdicts import at_slo, select_qmax, word
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import ToolError
 from pytest_tts_scaling.load.scenario import LengthWords, load_scenario, resolve
@@ -84,33 +100,86 @@ class Server:
     ready_path: str
 
 
+QmaxAnswer = tuple[int | None, bool]  # Q_max and whether it is bracketed
+
+
 @dataclass(frozen=True)
 class Figures:
     name: str
-    q_max: int | None
-    bracketed: bool
+    q_max: QmaxAnswer | None
+    q_max_ttfab: QmaxAnswer | None
     ttfab_p95_c1_ms: float | None
     throughput_at_qmax_rps: float | None
     cpu_cores: float
     cpu_s_per_request: float | None
     wall_s: float
+    rungs: list[Rung] = field(default_factory=list)
+    confirmation: Confirmation | None = None
     error: str | None = None
 
     def row(self) -> str:
         if self.error is not None:
             return f"{self.name:<16} error: {self.error}"
-        q = "none" if self.q_max is None else f"{self.q_max}{'' if self.bracketed else '+'}"
         return (
-            f"{self.name:<16} {q:>6} {_num(self.ttfab_p95_c1_ms, '.0f'):>15} "
+            f"{self.name:<16} {_qmax(self.q_max):>6} {_qmax(self.q_max_ttfab):>12} "
+            f"{_num(self.ttfab_p95_c1_ms, '.0f'):>15} "
             f"{_num(self.throughput_at_qmax_rps, '.3f'):>16} {self.cpu_cores:>9.2f} "
             f"{_num(self.cpu_s_per_request, '.2f'):>13} {self.wall_s:>7.0f}"
         )
 
+    def rung_rows(self) -> list[str]:
+        """Each concurrency's latest measurement, lowest N first, then the confirmation."""
+        rungs = sorted(self.rungs, key=lambda r: r.concurrency)
+        if self.confirmation is not None:
+            rungs.append(self.confirmation.rung)
+        return [
+            f"{self.name:<16} {r.concurrency:>3} {r.phase:>9} {r.throughput_rps:>7.3f} "
+            f"{_num(r.ttfab_ms.p50, '.0f'):>10} {_num(r.goodput_ttfab_p95_ms, '.0f'):>10} "
+            f"{_p95(r.speech_ms):>11} {_p95(r.glitch_free_ms):>12} {word(r):>22}"
+            for r in rungs
+        ]
+
 
 HEADER = (
-    f"{'server':<16} {'Q_max':>6} {'p95 TTFAB N=1':>15} {'req/s at Q_max':>16} {'CPU cores':>9} "
-    f"{'CPU s/request':>13} {'wall s':>7}"
+    f"{'server':<16} {'Q_max':>6} {'Q_max TTFAB':>12} {'p95 TTFAB N=1':>15} "
+    f"{'req/s at Q_max':>16} {'CPU cores':>9} {'CPU s/request':>13} {'wall s':>7}"
 )
+RUNG_HEADER = (
+    f"{'server':<16} {'N':>3} {'phase':>9} {'req/s':>7} {'TTFAB p50':>10} {'TTFAB p95':>10} "
+    f"{'speech p95':>11} {'glitch-free':>12} {'verdict':>22}"
+)
+
+
+def _qmax(answer: QmaxAnswer | None) -> str:
+    """`3` bracketed, `3+` not, `none`; `n/a` where the rungs do not hold that clock."""
+    if answer is None:
+        return "n/a"
+    q_max, bracketed = answer
+    return "none" if q_max is None else f"{q_max}{'' if bracketed else '+'}"
+
+
+def _p95(summary: Summary | None) -> str:
+    return _num(summary.p95 if summary else None, ".0f")
+
+
+def qmax_on_ttfab(artifact: QmaxArtifact) -> QmaxAnswer:
+    """Q_max on TTFAB from rungs judged on another clock: each keeps its TTFAB goodput p95 and
+    interval, which the verdict then reads. A confirmation of that Q_max that finds the server
+    changed withdraws it, as it does the run's own answer."""
+    slo_ms = artifact.slo_ms
+
+    def on_ttfab(rungs: list[Rung]) -> list[Rung]:
+        return at_slo([r.model_copy(update={"slo_metric": "ttfab"}) for r in rungs], slo_ms)
+
+    judged = on_ttfab(artifact.rungs)
+    q_max, bracketed = select_qmax(judged, slo_ms)
+    confirmed = artifact.confirmation
+    if confirmed is not None and confirmed.concurrency == q_max:
+        before = next(r for r in judged if r.concurrency == q_max)
+        [after] = on_ttfab([confirmed.rung])
+        if judge_confirmation(before, after, slo_ms).outcome == "changed":
+            return None, False
+    return q_max, bracketed
 
 
 def _num(value: float | None, spec: str) -> str:
@@ -439,6 +508,7 @@ def measure(
         endpoint_url=f"http://127.0.0.1:{port}",
         model=server.name,
         slo_ms=args.slo_ms,
+        slo_metric=args.slo_metric,
         ladder=args.ladder,
         max_concurrency=args.max_concurrency,
         hold_s=args.hold_s,
@@ -458,7 +528,11 @@ def measure(
         except ToolError as exc:
             wall = time.monotonic() - started
             cores = (tree_cpu_s(process.pid) - cpu_before) / wall
-            return Figures(server.name, None, False, None, None, cores, None, wall, str(exc))
+            kept = sorted(settings.run.artifacts_dir.glob("qmax-*.json"))  # marked incomplete
+            rungs = QmaxArtifact.model_validate_json(kept[-1].read_text()).rungs if kept else []
+            return Figures(
+                server.name, None, None, None, None, cores, None, wall, rungs, error=str(exc)
+            )
         cpu_s, wall = tree_cpu_s(process.pid) - cpu_before, time.monotonic() - started
     artifact: QmaxArtifact = result.artifact
     completed = sum(
@@ -467,13 +541,15 @@ def measure(
     at_qmax = next((r for r in artifact.rungs if r.concurrency == artifact.q_max), None)
     return Figures(
         name=server.name,
-        q_max=artifact.q_max,
-        bracketed=artifact.q_max_bracketed,
+        q_max=(artifact.q_max, artifact.q_max_bracketed),
+        q_max_ttfab=qmax_on_ttfab(artifact),
         ttfab_p95_c1_ms=artifact.ttfab_p95_at_c1_ms,
         throughput_at_qmax_rps=at_qmax.throughput_rps if at_qmax else None,
         cpu_cores=cpu_s / wall,
         cpu_s_per_request=cpu_s / completed if completed else None,
         wall_s=wall,
+        rungs=artifact.rungs,
+        confirmation=artifact.confirmation,
     )
 
 
@@ -550,7 +626,13 @@ def main() -> int:
         metavar="MEAN[,STDDEV]",
         help="text length in words (default: the scenarios' 14,5)",
     )
-    parser.add_argument("--slo-ms", type=float, default=3000.0, help="p95 TTFAB SLO (default 3000)")
+    parser.add_argument("--slo-ms", type=float, default=3000.0, help="p95 SLO (default 3000)")
+    parser.add_argument(
+        "--slo-metric",
+        choices=get_args(SloMetric),
+        default="ttfab",
+        help="the clock the SLO holds: ttfab, audible or playback (default ttfab)",
+    )
     parser.add_argument("--ladder", type=ladder, default=None, help="rungs (default: the search)")
     parser.add_argument("--max-concurrency", type=int, default=16, help="search top (default 16)")
     parser.add_argument("--hold-s", type=float, default=40.0, help="rung hold (default 40)")
@@ -606,7 +688,7 @@ def main() -> int:
     print(f"peer: {cpu_line()}; load averages {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(
         f"peer: weights {model_dir or 'the packaged trained Kokoro-82M v1.0 (int8-derived)'}, "
-        f"voice {args.voice}, SLO {args.slo_ms:g} ms, "
+        f"voice {args.voice}, SLO {args.slo_ms:g} ms on {CLOCK_WORDS[args.slo_metric]}, "
         f"{'ladder ' + ','.join(map(str, args.ladder)) if args.ladder else 'search'}, hold "
         f"{args.hold_s:g} s ({args.measure_s:g} measured); container settings: "
         f"{' '.join(f'{k}={v}' for k, v in args.container_env) or 'defaults'}",
@@ -642,6 +724,9 @@ def main() -> int:
             rows.append(measure(server, port, args, workdir, progress))
             print(f"peer: {rows[-1].row()}", flush=True)
         if rows:
+            print(RUNG_HEADER)
+            for figures in rows:
+                print("\n".join(figures.rung_rows()))
             print(HEADER)
         for figures in rows:
             print(figures.row())
