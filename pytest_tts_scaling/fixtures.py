@@ -102,7 +102,7 @@ def tts_ladder(
     them) have been decided.
     """
     from pytest_tts_scaling.steps.qmax import run_ladder
-    from pytest_tts_scaling.steps.qmax_words import describe_schedule
+    from pytest_tts_scaling.steps.qmax.words import describe_schedule
     from pytest_tts_scaling.steps.tracking import record_qmax
 
     if tts_settings.run.dry_run:

@@ -18,7 +18,7 @@ from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras, render, rung_table_html
 from pytest_tts_scaling.report.plots import ladder_svg
 from pytest_tts_scaling.steps.qmax import LadderResult
-from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+from pytest_tts_scaling.steps.qmax.words import no_qmax_message
 
 pytestmark = pytest.mark.qmax
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, FieldCheck
+from pytest_tts_scaling.aws.checks.validate import VALIDATE_FIELDS, FieldCheck
 from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import RunOptions
 

@@ -12,7 +12,7 @@ to ARTIFACTS_DIR/validate-live/.
 With `--endpoint NAME` the plan is ARTIFACTS_DIR/plan-MODEL.json (or --tts-plan-artifact) and its
 traffic runs at the plan's own pace against the SageMaker endpoint; the fleet's scale-outs and
 scale-ins, instance counts and per-instance in-flight are read back from AWS
-(`pytest_tts_scaling.aws.live`, written to live.fleet.json) for the same checks.
+(`pytest_tts_scaling.aws.checks.live`, written to live.fleet.json) for the same checks.
 
 Checks: p95 TTFAB within the SLO at 80% of the planned load; rejections only where an instance
 already held Q_max; under the plan's surge the first new instance serves within 1.5·T_total and

@@ -19,7 +19,7 @@ from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
-from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, clear_failure_rule
+from pytest_tts_scaling.steps.qmax.rung import MIN_COMPLETIONS, clear_failure_rule
 from tests.factories import make_record
 
 SLO_MS = 300.0

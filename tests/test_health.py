@@ -22,7 +22,7 @@ from pytest_tts_scaling.load.transports import Transport
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
-from pytest_tts_scaling.steps.qmax_health import require_answer
+from pytest_tts_scaling.steps.qmax.health import require_answer
 from tests.fault_server import FaultServer
 
 WORKLOAD = Workload()

@@ -23,9 +23,9 @@ from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.pages import qmax_view
 from pytest_tts_scaling.report.plots import throughput_svg
 from pytest_tts_scaling.steps.qmax import run_ladder
-from pytest_tts_scaling.steps.qmax_calibration import measure
-from pytest_tts_scaling.steps.qmax_health import cold_start_line
-from pytest_tts_scaling.steps.qmax_words import no_qmax_message, trust_lines
+from pytest_tts_scaling.steps.qmax.calibration import measure
+from pytest_tts_scaling.steps.qmax.health import cold_start_line
+from pytest_tts_scaling.steps.qmax.words import no_qmax_message, trust_lines
 from tests.factories import make_qmax, make_rung
 
 SLO = 295.0

@@ -14,12 +14,12 @@ from pytest_tts_scaling.core.verdicts import falls_in_p95
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
-from pytest_tts_scaling.steps.qmax_rung import (
+from pytest_tts_scaling.steps.qmax.rung import (
     MAX_SAMPLE_EXTENSIONS,
     MIN_COMPLETIONS,
     extension_rule,
 )
-from pytest_tts_scaling.steps.qmax_words import trust_lines
+from pytest_tts_scaling.steps.qmax.words import trust_lines
 from tests.factories import make_record, make_rung
 
 

@@ -15,10 +15,10 @@ from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.load.engine import WindowClock, run_rung
 from pytest_tts_scaling.load.workload import workload_for
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.steps import qmax_rung
 from pytest_tts_scaling.steps.qmax import run_ladder, wait_gap
-from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, drain_line, extension_rule
-from pytest_tts_scaling.steps.qmax_words import again_line
+from pytest_tts_scaling.steps.qmax import rung as qmax_rung
+from pytest_tts_scaling.steps.qmax.rung import MIN_COMPLETIONS, drain_line, extension_rule
+from pytest_tts_scaling.steps.qmax.words import again_line
 from tests.factories import make_record, make_rung
 
 

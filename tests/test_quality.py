@@ -9,7 +9,7 @@ import pytest
 from pytest_tts_scaling.core.audio import quality_failure
 from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.optional import needs_extra
-from pytest_tts_scaling.steps.qmax_quality import Answer, QualityCheck
+from pytest_tts_scaling.steps.qmax.quality import Answer, QualityCheck
 from tests.factories import make_record, make_rung
 
 TEXTS = {f"r{i}": f"text number {i % 3}" for i in range(12)}

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         load_baseline,
     )
     from pytest_tts_scaling.steps.qmax import run_ladder
-    from pytest_tts_scaling.steps.qmax_words import describe_schedule
+    from pytest_tts_scaling.steps.qmax.words import describe_schedule
     from pytest_tts_scaling.steps.tracking import record_qmax
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
@@ -103,7 +103,7 @@ def gate(result: LadderResult, run: RunOptions, *, regressed: bool) -> int:
     from pytest_tts_scaling.core.next_step import next_step_line
     from pytest_tts_scaling.core.verdicts import doubt_line
     from pytest_tts_scaling.steps.baseline import below_minimum
-    from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+    from pytest_tts_scaling.steps.qmax.words import no_qmax_message
 
     if result.artifact.q_max is None:
         print(f"qmax: FAIL: {no_qmax_message(result.artifact)}")

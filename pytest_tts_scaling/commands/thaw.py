@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_tts_scaling.commands.drift import add_option
+from pytest_tts_scaling.commands.deployed_endpoint import add_option
 from pytest_tts_scaling.option_table import add_to_argparse, endpoint_name, specs_named
 from pytest_tts_scaling.options import RunOptions
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_tts_scaling.commands.drift import ENDPOINT_HELP, add_option, with_default_endpoint
+from pytest_tts_scaling.commands.deployed_endpoint import (
+    ENDPOINT_HELP,
+    add_option,
+    with_default_endpoint,
+)
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
 

@@ -66,12 +66,12 @@ class SageMakerEndpoint(Endpoint):
                 "InferenceComponentName; expected response-stream"
             )
         if name == "bidi":
-            from pytest_tts_scaling.aws.bidi import SageMakerBidiTransport
+            from pytest_tts_scaling.load.transports.sagemaker_bidi import SageMakerBidiTransport
 
             return SageMakerBidiTransport(self.name, variant=self.variant)
         if name != "response-stream":
             raise ValueError(f"unknown transport {name!r}: expected response-stream or bidi")
-        from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
+        from pytest_tts_scaling.load.transports.sagemaker_stream import SageMakerStreamTransport
 
         return SageMakerStreamTransport(self.name, concurrency=concurrency, variant=self.variant)
 
@@ -91,7 +91,7 @@ class SageMakerEndpoint(Endpoint):
     @contextlib.contextmanager
     def frozen(self) -> Iterator[Endpoint]:
         """Frozen for the block; :meth:`thaw` may end the freeze earlier (the exit is a no-op)."""
-        from pytest_tts_scaling.aws.freeze import freeze
+        from pytest_tts_scaling.aws.lifecycle.freeze import freeze
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(

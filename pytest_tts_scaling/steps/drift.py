@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal, overload
 from pytest_tts_scaling.errors import InputError
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.aws.drift import DriftReport
+    from pytest_tts_scaling.aws.checks.drift import DriftReport
     from pytest_tts_scaling.core.schema import PlanArtifact
     from pytest_tts_scaling.options import RunOptions
 
@@ -42,8 +42,8 @@ def plan_for(options: RunOptions, *, required: bool) -> PlanArtifact | None:
 
 def run_drift_step(options: RunOptions) -> DriftReport:
     """Every drift check of the endpoint, held against the plan when there is one."""
+    from pytest_tts_scaling.aws.checks.drift import run_drift
     from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.drift import run_drift
 
     endpoint = deployed_endpoint(options, "drift")
     return run_drift(

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def run_thaw_step(options: RunOptions, *, log: Callable[[str], None]) -> str:
     """Thaw the endpoint (or its inference component) the options name; returns its name."""
     from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.freeze import thaw
+    from pytest_tts_scaling.aws.lifecycle.freeze import thaw
 
     endpoint = deployed_endpoint(options, "thaw")
     thaw(

@@ -60,7 +60,7 @@ def qmax_verdict(artifact: QmaxArtifact, run: RunOptions, comparison: Comparison
     --fail-on-inconclusive), a run that stopped early."""
     from pytest_tts_scaling.core.verdicts import doubt_line
     from pytest_tts_scaling.steps.baseline import below_minimum
-    from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+    from pytest_tts_scaling.steps.qmax.words import no_qmax_message
 
     failed: list[str] = []
     if not artifact.complete:

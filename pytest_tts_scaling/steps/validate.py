@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 from pytest_tts_scaling.steps.drift import deployed_endpoint, plan_for
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.aws.validate import FieldCheck
+    from pytest_tts_scaling.aws.checks.validate import FieldCheck
     from pytest_tts_scaling.options import RunOptions
 
 
 def run_validate_step(options: RunOptions) -> list[FieldCheck]:
     """Each planned field read back from the endpoint (or its inference component). Read-only."""
+    from pytest_tts_scaling.aws.checks.validate import run_validate
     from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.validate import run_validate
 
     endpoint = deployed_endpoint(options, "validate")
     plan = plan_for(options, required=True)

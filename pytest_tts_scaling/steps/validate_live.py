@@ -15,7 +15,7 @@ the local fleet:
    never enters this one) against the fleet's router, while the fleet scales by the plan.
 
 With `--endpoint NAME` the plan is the deployed model's plan artifact and its traffic runs at the
-plan's own pace against the SageMaker endpoint, while `aws/live.py` reads what the fleet did.
+plan's own pace against the SageMaker endpoint, while `aws/checks/live.py` reads what the fleet did.
 """
 
 from __future__ import annotations
@@ -366,8 +366,8 @@ def replay_deployed(
 ) -> LiveRun:
     """The validate_live traffic at the plan's own pace against the endpoint, by `tts-bench load
     --trace --endpoint`, while its instance counts are polled; then the fleet's log read back."""
+    from pytest_tts_scaling.aws.checks.live import DeployedFleet, fleet_json
     from pytest_tts_scaling.aws.fingerprint import read_deployment
-    from pytest_tts_scaling.aws.live import DeployedFleet, fleet_json
 
     deployment = read_deployment(clients.sagemaker, endpoint)
     traffic = traffic_for(outcome, 1.0)

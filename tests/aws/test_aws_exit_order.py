@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.snapshot import snapshot_path
+from pytest_tts_scaling.aws.lifecycle.snapshot import snapshot_path
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.core.schema import Rung
 from pytest_tts_scaling.endpoints.base import Endpoint, UrlEndpoint

@@ -29,9 +29,9 @@ import boto3
 from botocore.stub import Stubber
 
 from pytest_tts_scaling.artifacts import load, save
-from pytest_tts_scaling.aws import live as aws_live
+from pytest_tts_scaling.aws.checks import live as aws_live
+from pytest_tts_scaling.aws.checks.live import Activity, CountSample, Datapoint, DeployedFleet
 from pytest_tts_scaling.aws.clients import AwsClients, Clock
-from pytest_tts_scaling.aws.live import Activity, CountSample, Datapoint, DeployedFleet
 from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core import live
 from pytest_tts_scaling.core.autoscaler import Policy

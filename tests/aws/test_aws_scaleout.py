@@ -23,16 +23,16 @@ from botocore.stub import Stubber
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout
-from pytest_tts_scaling.aws.policy_lag import policy_lag_bound, read_policy_lag
-from pytest_tts_scaling.aws.scaling import ScalingScope
-from pytest_tts_scaling.aws.snapshot import snapshot_path
-from pytest_tts_scaling.aws.stages import (
+from pytest_tts_scaling.aws.lifecycle.snapshot import snapshot_path
+from pytest_tts_scaling.aws.scaleout.policy_lag import policy_lag_bound, read_policy_lag
+from pytest_tts_scaling.aws.scaleout.stages import (
     InServiceWatch,
     NewInstanceLog,
     ScaleOutError,
     container_markers,
     log_group,
 )
+from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core.schema import (
     DeployedConfig,
     Provenance,
@@ -46,7 +46,7 @@ from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint, open_sagem
 from pytest_tts_scaling.errors import InputError, MismatchError
 from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.steps.ttotal import run_ttotal
-from pytest_tts_scaling.steps.ttotal_sagemaker import measure_sagemaker_ttotal
+from pytest_tts_scaling.steps.ttotal.sagemaker import measure_sagemaker_ttotal
 from tests.aws.aws_helpers import (
     ALL_FALSE,
     FakeClock,
@@ -388,7 +388,7 @@ def desired_at(seconds: float) -> datetime:
 
 
 def sagemaker_timeline(events: list[Event]) -> Any:
-    from pytest_tts_scaling.steps.ttotal_sagemaker import SAGEMAKER_STAGES
+    from pytest_tts_scaling.steps.ttotal.sagemaker import SAGEMAKER_STAGES
 
     base = [
         Event("load_applied", desired_at(-30), "probe"),

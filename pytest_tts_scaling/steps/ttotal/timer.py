@@ -1,8 +1,8 @@
-"""What both scale timers share: the interface `steps/ttotal.py` calls, the rule that ttotal
-probes what qmax measured, and the artifact a forced scale-out writes.
+"""What both scale timers share: the interface the ttotal step calls, the rule that ttotal probes
+what qmax measured, and the artifact a forced scale-out writes.
 
-The local timer (`ttotal_local`) and the SageMaker one (`ttotal_sagemaker`) each import this and
-not each other; `ttotal.py` picks one by the endpoint's kind.
+The local timer (`local`) and the SageMaker one (`sagemaker`) each import this and not each
+other; the step's package picks one by the endpoint's kind.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The artifact is rewritten atomically after every rung (marked incomplete until the end), so an
 interrupted run keeps everything it measured. Per-request records go to a JSONL file beside it.
-One rung is measured in steps/qmax_rung.py; what the run says, in steps/qmax_words.py.
+One rung is measured in steps/qmax/rung.py; what the run says, in steps/qmax/words.py.
 """
 
 from __future__ import annotations
@@ -45,20 +45,20 @@ from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_health import (
+from pytest_tts_scaling.steps.qmax.health import (
     cold_start_line,
     first_answer_line,
     require_answer,
     silence_after,
 )
-from pytest_tts_scaling.steps.qmax_quality import QualityCheck
-from pytest_tts_scaling.steps.qmax_rung import (
+from pytest_tts_scaling.steps.qmax.quality import QualityCheck
+from pytest_tts_scaling.steps.qmax.rung import (
     PROGRESS_EVERY_S,
     iso_ns,
     measure_rung,
     mmss,
 )
-from pytest_tts_scaling.steps.qmax_words import (
+from pytest_tts_scaling.steps.qmax.words import (
     again_line,
     client_saturation_lines,
     progress_line,

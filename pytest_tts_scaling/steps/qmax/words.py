@@ -16,7 +16,7 @@ from pytest_tts_scaling.core.verdicts import (
     verdict_words,
 )
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
+from pytest_tts_scaling.steps.qmax.rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
 
 
 def client_saturation_lines(rungs: list[Rung]) -> list[str]:

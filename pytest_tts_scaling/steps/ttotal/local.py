@@ -33,7 +33,7 @@ from pytest_tts_scaling.endpoints.local import LocalServer
 from pytest_tts_scaling.load.engine import ClosedLoop
 from pytest_tts_scaling.load.workload import Workload, workload_for
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
+from pytest_tts_scaling.steps.ttotal.timer import check_comparable, ttotal_artifact
 
 PING_EVERY_S = 0.1
 # A local process has no EC2 instance whose log stream could appear.

@@ -39,8 +39,8 @@ from pytest_tts_scaling.load.host import load_average
 from pytest_tts_scaling.load.monitor import client_lag_bound_ms
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_health import learn_admission_bound
-from pytest_tts_scaling.steps.qmax_quality import QualityCheck
+from pytest_tts_scaling.steps.qmax.health import learn_admission_bound
+from pytest_tts_scaling.steps.qmax.quality import QualityCheck
 
 # A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
 MAX_EXTENSIONS = 2

@@ -1,6 +1,6 @@
 """The ttotal step: pick the scale timer for the endpoint's kind, then write the artifact.
 
-Both timers (`ttotal_local`, `ttotal_sagemaker`) are a `ScaleTimer` (`ttotal_timer`), sharing its
+Both timers (`local`, `sagemaker`) are a `ScaleTimer` (`timer`), sharing its
 comparability rule and artifact builder and never importing each other.
 """
 
@@ -15,7 +15,7 @@ from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.ttotal_timer import TRIGGER, ScaleTimer
+from pytest_tts_scaling.steps.ttotal.timer import TRIGGER, ScaleTimer
 
 
 def require_qmax_artifact(settings: ResolvedOptions) -> Path:
@@ -50,11 +50,11 @@ def run_ttotal(
 def timer_for(endpoint: Endpoint) -> ScaleTimer:
     """The scale timer for the endpoint's kind; a plain URL has nothing to scale out."""
     if endpoint.kind == "sagemaker":
-        from pytest_tts_scaling.steps.ttotal_sagemaker import measure_sagemaker_ttotal
+        from pytest_tts_scaling.steps.ttotal.sagemaker import measure_sagemaker_ttotal
 
         return measure_sagemaker_ttotal
     if endpoint.kind == "local":
-        from pytest_tts_scaling.steps.ttotal_local import measure_local_ttotal
+        from pytest_tts_scaling.steps.ttotal.local import measure_local_ttotal
 
         return measure_local_ttotal
     raise InputError(

@@ -7,19 +7,19 @@ more instance: the clock starts. Each stage is read from its own source and says
 point or a bound (the true moment lies at or before it):
 
 - `instance_logging`, the container's markers, `in_service`: see
-  :mod:`pytest_tts_scaling.aws.stages`.
+  :mod:`pytest_tts_scaling.aws.scaleout.stages`.
 - `traffic_recovered`: the probe's p95 TTFAB over the window is back within 1.25 × the ladder's
   p95 at the post-scale concurrency.
 
 The policy's detection lag, which a forced scale-out bypasses, is bounded from the deployed
-policy (:mod:`pytest_tts_scaling.aws.policy_lag`) and added: T_total = measured span + lag.
+policy (:mod:`pytest_tts_scaling.aws.scaleout.policy_lag`) and added: T_total = measured span + lag.
 Whatever happens, the freeze restores the endpoint, from N+1 instances straight back to the N it
 had.
 
 Two clocks, kept apart: every wait on AWS (scale-out, log delivery) polls with
 the injected :class:`~pytest_tts_scaling.aws.clients.Clock`, so tests drive minutes of
 provisioning without sleeping; the probe's warm-up and recovery window are load held for real
-time, as every rung of the ladder is (:mod:`pytest_tts_scaling.aws.probe`).
+time, as every rung of the ladder is (:mod:`pytest_tts_scaling.aws.scaleout.probe`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from pytest_tts_scaling.aws.capacity import Capacity
 from pytest_tts_scaling.aws.clients import Clock, WaitTimeout, aws_errors
-from pytest_tts_scaling.aws.policy_lag import read_policy_lag
-from pytest_tts_scaling.aws.probe import Probe
-from pytest_tts_scaling.aws.stages import (
+from pytest_tts_scaling.aws.lifecycle.capacity import Capacity
+from pytest_tts_scaling.aws.scaleout.policy_lag import read_policy_lag
+from pytest_tts_scaling.aws.scaleout.probe import Probe
+from pytest_tts_scaling.aws.scaleout.stages import (
     InServiceWatch,
     NewInstanceLog,
     ScaleOutError,
@@ -52,7 +52,7 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
+from pytest_tts_scaling.steps.ttotal.timer import check_comparable, ttotal_artifact
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.endpoints.base import Endpoint
