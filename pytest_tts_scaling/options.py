@@ -11,15 +11,14 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from pytest_tts_scaling.core.defaults import DEFAULT_MODEL, EndpointKind
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.schema import SloMetric
     from pytest_tts_scaling.load.scenario import Scenario
 
-EndpointKind = Literal["local", "url", "sagemaker"]
-
-DEFAULT_MODEL = "kokoro-82m"
 DEFAULT_SLO_MS = 3000.0
 DEFAULT_SURGE_RATIO = 1.25
 DEFAULT_MAX_CONCURRENCY = 256

@@ -35,6 +35,14 @@ HEAVY = (
 PURE_CORE = ("calibration.disciplines", "calibration.truth", "core", "errors")
 IO_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_bytes"})
 
+# Below the steps nothing names the doors' options, not even for a type: each step's inputs
+# carry what it needs. The no-door-options contract in .importlinter holds it for imports that
+# run; this guard for `if TYPE_CHECKING:` imports too, which the contract does not see.
+BELOW_THE_STEPS = ("core", "load", "endpoints", "aws", "fleet", "report", "tracking", "calibration")
+DOOR_OPTIONS = frozenset(
+    f"pytest_tts_scaling.{name}" for name in ("options", "option_table", "stash")
+)
+
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -54,17 +62,17 @@ def imports_of(name: str) -> set[str]:
     return imports_in(path.read_text(encoding="utf-8"), package)
 
 
-def imports_in(source: str, package: str) -> set[str]:
+def imports_in(source: str, package: str, *, type_checking: bool = False) -> set[str]:
     """Every module `source` imports at run time: module level and inside functions.
 
     Function-level imports count: a cycle moved into a function body is still two modules that
     each need the other, it only fails later. `if TYPE_CHECKING:` blocks do not run, so they
-    do not count.
+    do not count, unless `type_checking` asks for them too.
     """
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
             for branch in node.orelse:
                 visit(branch)
             return
@@ -183,6 +191,34 @@ def test_imports_in_reads_function_bodies_and_skips_type_checking() -> None:
     found = imports_in(source, "pytest_tts_scaling")
     assert {"socket", "pytest_tts_scaling.core", "pytest_tts_scaling.core.schema"} <= found
     assert "pytest_tts_scaling.options" not in found
+
+
+def test_imports_in_can_read_type_checking_imports_too() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ..options import RunOptions\n"
+    )
+    assert "pytest_tts_scaling.options" in imports_in(
+        source, "pytest_tts_scaling.core", type_checking=True
+    )
+
+
+def test_nothing_below_the_steps_names_the_doors_options_even_for_a_type() -> None:
+    below = tuple(f"pytest_tts_scaling.{name}" for name in BELOW_THE_STEPS)
+    named = {
+        full.removeprefix("pytest_tts_scaling."): sorted(
+            imports_in(
+                MODULES[full].read_text(encoding="utf-8"),
+                full if MODULES[full].name == "__init__.py" else full.rpartition(".")[0],
+                type_checking=True,
+            )
+            & DOOR_OPTIONS
+        )
+        for full in MODULES
+        if full.startswith(tuple(f"{p}." for p in below)) or full in below
+    }
+    assert named, "no modules found below the steps"
+    assert {module: found for module, found in named.items() if found} == {}
 
 
 def test_every_e2e_module_exists_and_scenarios_are_e2e(pytestconfig: pytest.Config) -> None:

@@ -23,9 +23,9 @@ from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core.schema import Rung
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.endpoints.base import Endpoint
+from pytest_tts_scaling.endpoints.target import EndpointTarget
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.transports import Transport
-from pytest_tts_scaling.options import RunOptions
 
 Log = Callable[[str], None]
 
@@ -136,13 +136,13 @@ class SageMakerEndpoint(Endpoint):
 
 @contextlib.contextmanager
 def open_sagemaker_endpoint(
-    options: RunOptions, *, log: Log, clients: AwsClients | None = None
+    target: EndpointTarget, *, log: Log, clients: AwsClients | None = None
 ) -> Iterator[SageMakerEndpoint]:
     """The endpoint named by `--endpoint`, read once; clients follow boto3's standard chain."""
-    if not options.endpoint:
-        raise ValueError("open_sagemaker_endpoint needs options.endpoint")
+    if not target.endpoint:
+        raise ValueError("open_sagemaker_endpoint needs target.endpoint")
     clients = clients or AwsClients()
-    deployment = read_deployment(clients.sagemaker, options.endpoint, options.inference_component)
+    deployment = read_deployment(clients.sagemaker, target.endpoint, target.inference_component)
     component = f" (inference component {deployment.component})" if deployment.component else ""
     log(
         f"{deployment.endpoint}{component}: {deployment.instance_type}, image "
@@ -151,7 +151,7 @@ def open_sagemaker_endpoint(
     yield SageMakerEndpoint(
         deployment,
         clients=clients,
-        artifacts_dir=options.artifacts_dir,
+        artifacts_dir=target.artifacts_dir,
         log=log,
-        force=options.force,
+        force=target.force,
     )

@@ -83,6 +83,7 @@ def measure_qmax(workdir: Path, progress: Progress) -> QmaxArtifact:
     from pytest_tts_scaling.endpoints.base import UrlEndpoint
     from pytest_tts_scaling.options import RunOptions
     from pytest_tts_scaling.steps.qmax import run_ladder
+    from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
 
     with instance() as server:
         options = RunOptions(
@@ -95,7 +96,8 @@ def measure_qmax(workdir: Path, progress: Progress) -> QmaxArtifact:
             gap_s=GAP_S,
             artifacts_dir=workdir,
         )
-        result = run_ladder(UrlEndpoint(server.base_url), options.for_kind(), progress=progress)
+        inputs = QmaxInputs.from_options(options)
+        result = run_ladder(UrlEndpoint(server.base_url), inputs, progress=progress)
     for line in result.summary_lines():
         progress(line)
     return result.artifact

@@ -384,10 +384,10 @@ def test_requests_name_the_component(runtime: EventStreamServer) -> None:
 
 
 def test_workload_carries_the_component_from_the_options() -> None:
-    from pytest_tts_scaling.load.workload import workload_for
+    from pytest_tts_scaling.steps.inputs import WorkloadInputs
 
     options = RunOptions(endpoint=EP, inference_component="kokoro-ic")
-    spec = workload_for(options, "sagemaker").request(4, 0, 0)
+    spec = WorkloadInputs.from_options(options).workload("sagemaker").request(4, 0, 0)
     assert spec.component == "kokoro-ic"
 
 
