@@ -38,10 +38,12 @@ pytestmark = pytest.mark.validate_live
 def live_checks(
     tts_options: RunOptions, tts_progress: Callable[[str], None], tts_summary: list[str]
 ) -> dict[str, Check]:
+    from pytest_tts_scaling.steps.deployed import ValidateLiveInputs
     from pytest_tts_scaling.steps.validate_live import checks, run_validate_live
 
     with one_line("validate_live", tts_summary):
-        run = run_validate_live(tts_options, tts_progress)
+        inputs = ValidateLiveInputs.from_options(tts_options)
+        run = run_validate_live(inputs, tts_progress)
     for line in run.load_output.splitlines():
         tts_progress(line)
     return checks(run)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from pytest_tts_scaling.endpoints.target import EndpointTarget
 from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.steps.deployed import DeployedInputs, ValidateLiveInputs
 from pytest_tts_scaling.steps.inputs import LadderInputs, SloInputs, TrackingInputs
 from pytest_tts_scaling.steps.plan import PlanStepInputs
 from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
@@ -48,6 +49,8 @@ OPTIONS = RunOptions(
     qmax_artifact=Path("a/qmax-1.json"),
     qmax_artifacts=(Path("a/qmax-1.json"), Path("a/qmax-2.json")),
     ttotal_artifact=Path("b/ttotal-1.json"),
+    plan_artifact=Path("c/plan-m.json"),
+    scenario="openai-speech",
     prices=Path("prices.toml"),
     hourly_rps=tuple(float(h) for h in range(24)),
     peak_rps=40.0,
@@ -136,6 +139,16 @@ def test_the_plan_inputs_name_the_artifacts_by_file_name_only() -> None:
     assert choices.hourly_rps == OPTIONS.hourly_rps
 
 
+def test_the_deployed_inputs_find_the_plan_where_the_plan_step_writes_it() -> None:
+    inputs = ValidateLiveInputs.from_options(OPTIONS)
+    round_trips(inputs)
+    assert inputs.target == QmaxInputs.from_options(OPTIONS).target
+    assert (inputs.model, inputs.plan_path) == ("m", Path("c/plan-m.json"))
+    assert (inputs.transport, inputs.scenario) == ("bidi", "openai-speech")
+    default = DeployedInputs.from_options(RunOptions(endpoint="speech-m", artifacts_dir=Path("o")))
+    assert default.plan_path == Path("o/plan-kokoro-82m.json")
+
+
 @pytest.mark.parametrize(
     ("model", "misspelled"),
     [
@@ -144,6 +157,7 @@ def test_the_plan_inputs_name_the_artifacts_by_file_name_only() -> None:
         (PlanStepInputs.from_options(OPTIONS), "peak_rps"),
         (QmaxInputs.from_options(OPTIONS).ladder, "ladder"),
         (QmaxInputs.from_options(OPTIONS).target, "url"),
+        (ValidateLiveInputs.from_options(OPTIONS), "plan"),
     ],
 )
 def test_each_inputs_model_refuses_a_field_it_does_not_have(

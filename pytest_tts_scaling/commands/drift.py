@@ -48,9 +48,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
     from pytest_tts_scaling.steps.drift import run_drift_step
 
-    report = run_drift_step(with_default_endpoint(RunOptions.from_namespace(vars(args))))
+    options = with_default_endpoint(RunOptions.from_namespace(vars(args)))
+    report = run_drift_step(DeployedInputs.from_options(options))
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1

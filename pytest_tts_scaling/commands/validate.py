@@ -48,9 +48,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
     from pytest_tts_scaling.steps.validate import run_validate_step, verdict_line
 
-    checks = run_validate_step(with_default_endpoint(RunOptions.from_namespace(vars(args))))
+    options = with_default_endpoint(RunOptions.from_namespace(vars(args)))
+    checks = run_validate_step(DeployedInputs.from_options(options))
     for check in checks:
         print(check.line())
     print(verdict_line(checks))

@@ -54,9 +54,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.steps.deployed import ValidateLiveInputs
     from pytest_tts_scaling.steps.validate_live import checks, run_validate_live
 
-    found = checks(run_validate_live(RunOptions.from_namespace(vars(args)), print))
+    inputs = ValidateLiveInputs.from_options(RunOptions.from_namespace(vars(args)))
+    found = checks(run_validate_live(inputs, print))
     for name, check in found.items():
         print(f"validate_live: {name}: {'ok' if check.ok else 'FAILED'}: {check.detail}")
     failed = [name for name, check in found.items() if not check.ok]
