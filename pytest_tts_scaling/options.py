@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_tts_scaling.core.defaults import DEFAULT_MODEL, EndpointKind
+from pytest_tts_scaling.core.defaults import DEFAULT_MODEL, EndpointKind, endpoint_kind
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.schema import SloMetric
@@ -100,11 +100,7 @@ class RunOptions:
 
     @property
     def kind(self) -> EndpointKind:
-        if self.endpoint:
-            return "sagemaker"
-        if self.endpoint_url:
-            return "url"
-        return "local"
+        return endpoint_kind(self.endpoint, self.endpoint_url)
 
     def for_kind(self) -> ResolvedOptions:
         base = LOCAL_LADDER if self.kind == "local" else SOURCE_LADDER

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from pytest_tts_scaling.endpoints.target import EndpointTarget
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.deployed import DeployedInputs, ValidateLiveInputs
-from pytest_tts_scaling.steps.inputs import LadderInputs, SloInputs, TrackingInputs
+from pytest_tts_scaling.steps.inputs import SloInputs, TrackingInputs
 from pytest_tts_scaling.steps.plan import PlanStepInputs
 from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
 from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
@@ -80,18 +80,13 @@ def test_the_qmax_inputs_carry_every_option_the_step_reads() -> None:
     workload = inputs.workload
     assert (workload.model, workload.component, workload.transport) == ("m", "kokoro-ic", "bidi")
     assert inputs.slo == SloInputs(ms=900.0, tiers_ms=(450.0, 900.0), metric="playback")
-    assert inputs.ladder == LadderInputs(
-        concurrencies=(1, 2, 4),
-        max_concurrency=16,
-        hold_s=8.0,
-        measure_s=5.0,
-        gap_s=1.0,
-        runs=2,
-        no_confirm=True,
-        allow_shallow_queue=True,
-    )
+    ladder = inputs.ladder
+    assert (ladder.concurrencies, ladder.max_concurrency, ladder.runs) == ((1, 2, 4), 16, 2)
+    assert (ladder.hold_s, ladder.measure_s, ladder.gap_s) == (8.0, 5.0, 1.0)
+    assert ladder.no_confirm
+    assert ladder.allow_shallow_queue
     quality = inputs.quality
-    assert (quality.sample, quality.max_wer, quality.max_wer_increase) == (2, 0.3, 0.2)
+    assert (quality.wer_sample, quality.max_wer, quality.max_wer_increase) == (2, 0.3, 0.2)
     gates = inputs.gates
     assert (gates.baseline, gates.regression_tolerance, gates.min_qmax) == ("mlflow:abc", 2.0, 3)
     assert gates.allow_config_mismatch

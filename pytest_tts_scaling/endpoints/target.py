@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from pytest_tts_scaling.core.defaults import EndpointKind
+from pytest_tts_scaling.core.defaults import EndpointKind, endpoint_kind
 from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S
 
 
@@ -30,8 +30,4 @@ class EndpointTarget(BaseModel):
 
     @property
     def kind(self) -> EndpointKind:
-        if self.endpoint:
-            return "sagemaker"
-        if self.endpoint_url:
-            return "url"
-        return "local"
+        return endpoint_kind(self.endpoint, self.endpoint_url)

@@ -7,7 +7,9 @@ build it from :class:`~pytest_tts_scaling.options.RunOptions` through the step's
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,17 +31,15 @@ class StepInputs(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def named_alike(options: object, names: Iterable[str], **given: Any) -> dict[str, Any]:
+    """The options' values for fields named as the options are (`given` ones aside): a model
+    built from them reads each option under its own name, and a renamed option fails here."""
+    return {**{name: getattr(options, name) for name in names if name not in given}, **given}
+
+
 def target_from_options(options: RunOptions) -> EndpointTarget:
     """The endpoint the options name, and what opening it may do."""
-    return EndpointTarget(
-        endpoint=options.endpoint,
-        endpoint_url=options.endpoint_url,
-        inference_component=options.inference_component,
-        model_dir=options.model_dir,
-        artifacts_dir=options.artifacts_dir,
-        force=options.force,
-        invocation_limit_s=options.invocation_limit_s,
-    )
+    return EndpointTarget(**named_alike(options, EndpointTarget.model_fields))
 
 
 class WorkloadInputs(StepInputs):
@@ -100,16 +100,10 @@ class LadderInputs(StepInputs):
 
     @classmethod
     def from_resolved(cls, settings: ResolvedOptions) -> LadderInputs:
-        run = settings.run
         return cls(
             concurrencies=settings.ladder,
-            max_concurrency=settings.max_concurrency,
-            hold_s=settings.hold_s,
-            measure_s=settings.measure_s,
-            gap_s=settings.gap_s,
-            runs=run.runs,
-            no_confirm=run.no_confirm,
-            allow_shallow_queue=run.allow_shallow_queue,
+            **named_alike(settings, ("max_concurrency", "hold_s", "measure_s", "gap_s")),
+            **named_alike(settings.run, ("runs", "no_confirm", "allow_shallow_queue")),
         )
 
 

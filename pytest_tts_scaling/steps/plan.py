@@ -9,7 +9,7 @@ Each front door then prints or reports the result and fails on a stop finding.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,7 @@ from pytest_tts_scaling.core.plan.inputs import PlanInputs
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.steps.inputs import StepInputs, TrackingInputs, given_files
+from pytest_tts_scaling.steps.inputs import StepInputs, TrackingInputs, given_files, named_alike
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome
@@ -45,15 +45,12 @@ class PlanStepInputs(StepInputs):
             ttotal_artifacts=given_files(options.ttotal_artifacts, options.ttotal_artifact),
             prices=options.prices,
             choices=PlanInputs(
-                peak_rps=options.peak_rps,
-                trough_rps=options.trough_rps,
-                min_floor=options.min_floor,
-                surge_ratio=options.surge_ratio,
-                slo_ms=options.slo_ms,
-                allow_config_mismatch=options.allow_config_mismatch,
-                qmax_name=_name(options.qmax_artifact),
-                ttotal_name=_name(options.ttotal_artifact),
-                hourly_rps=options.hourly_rps,
+                **named_alike(
+                    options,
+                    (field.name for field in fields(PlanInputs)),
+                    qmax_name=_name(options.qmax_artifact),
+                    ttotal_name=_name(options.ttotal_artifact),
+                )
             ),
             artifacts_dir=options.artifacts_dir,
             tracking=TrackingInputs.from_options(options),

@@ -226,8 +226,8 @@ class _Ladder:
         self.reference: AudioReference | None = None
         quality = inputs.quality
         self.quality = (
-            QualityCheck(quality.sample, quality.max_wer, quality.max_wer_increase)
-            if quality.sample
+            QualityCheck(quality.wer_sample, quality.max_wer, quality.max_wer_increase)
+            if quality.wer_sample
             else None
         )
         self.measured = 0
@@ -392,9 +392,9 @@ class _Ladder:
             "texts": len(workload.texts),
             "voices": list(workload.voices),
             "format": workload.format,
-            "wer_sample": quality.sample,
-            "max_wer": quality.max_wer if quality.sample else None,
-            "max_wer_increase": quality.max_wer_increase if quality.sample else None,
+            "wer_sample": quality.wer_sample,
+            "max_wer": quality.max_wer if quality.wer_sample else None,
+            "max_wer_increase": quality.max_wer_increase if quality.wer_sample else None,
             **({"request": workload.request_summary} if workload.request_summary else {}),
         }
 

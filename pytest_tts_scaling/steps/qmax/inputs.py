@@ -15,14 +15,15 @@ from pytest_tts_scaling.steps.inputs import (
     StepInputs,
     TrackingInputs,
     WorkloadInputs,
+    named_alike,
     target_from_options,
 )
 
 
 class QualityInputs(StepInputs):
-    """The opt-in word error check: `sample` answers a rung transcribed (0: none)."""
+    """The opt-in word error check: `wer_sample` answers a rung transcribed (0: none)."""
 
-    sample: int = 0
+    wer_sample: int = 0
     max_wer: float | None = None
     max_wer_increase: float | None = 0.1
 
@@ -58,18 +59,8 @@ class QmaxInputs(StepInputs):
             workload=WorkloadInputs.from_options(options),
             slo=SloInputs.from_resolved(settings),
             ladder=LadderInputs.from_resolved(settings),
-            quality=QualityInputs(
-                sample=options.wer_sample,
-                max_wer=options.max_wer,
-                max_wer_increase=options.max_wer_increase,
-            ),
-            gates=GateInputs(
-                baseline=options.baseline,
-                regression_tolerance=options.regression_tolerance,
-                allow_config_mismatch=options.allow_config_mismatch,
-                min_qmax=options.min_qmax,
-                fail_on_inconclusive=options.fail_on_inconclusive,
-            ),
+            quality=QualityInputs(**named_alike(options, QualityInputs.model_fields)),
+            gates=GateInputs(**named_alike(options, GateInputs.model_fields)),
             tracking=TrackingInputs.from_options(options),
             outputs=OutputInputs.from_options(options),
         )
