@@ -13,6 +13,8 @@ from pytest_tts_scaling.steps.inputs import StepInputs, target_from_options
 
 
 class DeployedInputs(StepInputs):
+    """drift's, validate's and thaw's: the endpoint, and the plan it is held against."""
+
     target: EndpointTarget
     model: str
     # --plan-artifact; None: plan-{model}.json in the artifacts directory.

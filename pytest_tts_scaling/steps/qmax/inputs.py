@@ -40,6 +40,8 @@ class GateInputs(StepInputs):
 
 
 class QmaxInputs(StepInputs):
+    """Everything `run_ladder`, the baseline gates and the MLflow run of the qmax step read."""
+
     target: EndpointTarget
     workload: WorkloadInputs
     slo: SloInputs

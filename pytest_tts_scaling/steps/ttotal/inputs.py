@@ -26,6 +26,8 @@ class ProbeInputs(StepInputs):
 
 
 class TtotalInputs(StepInputs):
+    """Everything `run_ttotal` and its scale timers read."""
+
     target: EndpointTarget
     workload: WorkloadInputs
     probe: ProbeInputs
