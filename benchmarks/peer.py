@@ -530,7 +530,7 @@ def measure(
         except ToolError as exc:
             wall = time.monotonic() - started
             cores = (tree_cpu_s(process.pid) - cpu_before) / wall
-            kept = sorted(settings.run.artifacts_dir.glob("qmax-*.json"))  # marked incomplete
+            kept = sorted(options.artifacts_dir.glob("qmax-*.json"))  # marked incomplete
             rungs = QmaxArtifact.model_validate_json(kept[-1].read_text()).rungs if kept else []
             return Figures(
                 server.name, None, None, None, None, cores, None, wall, rungs, error=str(exc)
