@@ -25,7 +25,12 @@ from tts_container.cores import CoreShare, auto_workers, cpu_count
 from tts_container.device import check_device
 from tts_container.request import SynthesisRequest
 from tts_container.segmenter import cut_long, split_segments
-from tts_container.settings import TRAINED_MODEL_DIR_LABEL, UNTRAINED_FORCED_LABEL, Settings
+from tts_container.settings import (
+    FIRST_SEGMENT_WORDS,
+    TRAINED_MODEL_DIR_LABEL,
+    UNTRAINED_FORCED_LABEL,
+    Settings,
+)
 from tts_container.trim import Edges, for_stream, segment_edges
 
 if TYPE_CHECKING:
@@ -196,7 +201,7 @@ class KokoroText:
         g2p: G2P,
         vocab: Mapping[str, int],
         *,
-        first_segment_words: int = 6,
+        first_segment_words: int = FIRST_SEGMENT_WORDS,
         japanese_g2p: G2P | None = None,
     ) -> None:
         self._voices = VoiceSet(voices)
@@ -263,7 +268,7 @@ class KokoroEngine(KokoroText):
         voice_packs: dict[str, torch.Tensor],
         g2p: G2P,
         *,
-        first_segment_words: int = 6,
+        first_segment_words: int = FIRST_SEGMENT_WORDS,
         weights_label: str = TRAINED_MODEL_DIR_LABEL,
         japanese_g2p: G2P | None = None,
         forced: ForcedDurations | None = None,

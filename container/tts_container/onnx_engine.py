@@ -26,7 +26,7 @@ import numpy as np
 
 from tts_container.cores import CoreShare, cpu_count
 from tts_container.engine import KokoroPiece, KokoroText, Samples
-from tts_container.settings import TRAINED_PACKAGED_LABEL, Settings
+from tts_container.settings import FIRST_SEGMENT_WORDS, TRAINED_PACKAGED_LABEL, Settings
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class OnnxKokoroEngine(KokoroText):
         vocab: Mapping[str, int],
         g2p: Any,
         *,
-        first_segment_words: int = 6,
+        first_segment_words: int = FIRST_SEGMENT_WORDS,
         japanese_g2p: Any = None,
         cores: CoreShare | None = None,
     ) -> None:

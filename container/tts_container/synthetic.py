@@ -21,7 +21,7 @@ from tts_container.engine import KOKORO_SAMPLE_RATE, MAX_SEGMENT_CHARS, Samples
 from tts_container.markers import emit_marker
 from tts_container.request import SynthesisRequest
 from tts_container.segmenter import split_segments
-from tts_container.settings import Settings
+from tts_container.settings import FIRST_SEGMENT_WORDS, Settings
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class SyntheticEngine:
         batch_base_s: float,
         segment_s: float,
         segment_audio_s: float,
-        first_segment_words: int = 6,
+        first_segment_words: int = FIRST_SEGMENT_WORDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.batch_base_s = batch_base_s
