@@ -1,9 +1,9 @@
-"""`make test`'s two runs: the module lists behind the e2e and timing markers name real files,
-and --phase splits a selection between the two runs without losing or repeating a test."""
+"""`make test`'s two runs: the timing list names real files, --phase splits a selection between
+the two runs without losing or repeating a test, and no test imports Locust in the pytest process
+(its workers would crash)."""
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
@@ -11,17 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_guards import imports_in
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["E2E_MODULES", "TIMING_MODULES"])
-def test_the_listed_modules_exist(name: str, pytestconfig: pytest.Config) -> None:
+def test_every_timing_module_exists(pytestconfig: pytest.Config) -> None:
     """A module moved or renamed must be moved in the list too: else its tests silently lose
-    their marker (and a timing test runs beside another process)."""
-    root_conftest = pytestconfig.pluginmanager.get_plugin(str(ROOT / "conftest.py"))
-    assert root_conftest is not None
-    missing = sorted(m for m in getattr(root_conftest, name) if not (ROOT / m).is_file())
-    assert not missing, f"conftest.py's {name} names modules that do not exist: {missing}"
+    the marker and run beside another process (tests/test_guards.py holds E2E_MODULES)."""
+    conftest = pytestconfig.pluginmanager.get_plugin(str(ROOT / "conftest.py"))
+    assert conftest is not None, "the repository's conftest.py is not loaded"
+    missing = sorted(m for m in conftest.TIMING_MODULES if not (ROOT / m).is_file())
+    assert not missing, f"conftest.py's TIMING_MODULES names modules that do not exist: {missing}"
+    assert conftest.is_timing(ROOT / "tests" / "test_health.py")
+    assert not conftest.is_timing(Path(__file__))
 
 
 def collected(*args: str) -> list[str]:
@@ -70,17 +73,6 @@ GEVENT_MODULES = (
 )
 
 
-def imported_names(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
-
-
 def test_no_test_imports_locust_in_the_pytest_process() -> None:
     """Tests look Locust up (importlib.util.find_spec) and run it in a subprocess."""
     folders = [ROOT / folder for folder in ("tests", "container/tests", "infra/tests", "scenarios")]
@@ -88,7 +80,7 @@ def test_no_test_imports_locust_in_the_pytest_process() -> None:
         f"{path.relative_to(ROOT)}: {name}"
         for folder in folders
         for path in folder.rglob("*.py")
-        for name in imported_names(path)
+        for name in imports_in(path.read_text(encoding="utf-8"), "tests")
         if any(name == banned or name.startswith(f"{banned}.") for banned in GEVENT_MODULES)
     )
     assert not offenders, offenders
