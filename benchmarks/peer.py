@@ -63,6 +63,7 @@ from pytest_tts_scaling.load.scenario import LengthWords, load_scenario, resolve
 from pytest_tts_scaling.load.workload import Workload
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
 
 if TYPE_CHECKING:
     from tts_container.engine import Engine
@@ -435,7 +436,7 @@ def measure(
     progress: Callable[[str], None],
 ) -> Figures:
     workload = workload_for(args, server.scenario, server.name)
-    settings = RunOptions(
+    options = RunOptions(
         endpoint_url=f"http://127.0.0.1:{port}",
         model=server.name,
         slo_ms=args.slo_ms,
@@ -445,12 +446,13 @@ def measure(
         measure_s=args.measure_s,
         gap_s=args.gap_s,
         artifacts_dir=workdir / server.name,
-    ).for_kind()
+    )
+    settings = QmaxInputs.from_options(options)
     with running(server, port, workdir / f"{server.name}.log") as process:
         cpu_before, started = tree_cpu_s(process.pid), time.monotonic()
         try:
             result = run_ladder(
-                UrlEndpoint(settings.run.endpoint_url or ""),
+                UrlEndpoint(options.endpoint_url or ""),
                 settings,
                 progress=progress,
                 workload=workload,

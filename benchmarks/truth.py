@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from pytest_tts_scaling.calibration.cases import BY_NAME, CASES, Case
-from pytest_tts_scaling.steps.qmax_calibration import Measurement, integer_ladder, measure
+from pytest_tts_scaling.steps.qmax.calibration import Measurement, integer_ladder, measure
 
 RATIO_GOAL = 1 / 3
 RATIO_FROM_QMAX = 10

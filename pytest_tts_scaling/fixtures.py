@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_tts_scaling.failures import one_line
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
+from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.stash import COMPARISON_KEY, EXTRAS_KEY, OPTIONS_KEY, SUMMARY_KEY
 
 if TYPE_CHECKING:
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from pytest_tts_scaling.endpoints.base import Endpoint
     from pytest_tts_scaling.report.extras import ReportExtras
     from pytest_tts_scaling.steps.qmax import LadderResult
+    from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+    from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
 
 
 @pytest.fixture(scope="session")
@@ -33,9 +35,19 @@ def tts_options(pytestconfig: pytest.Config) -> RunOptions:
 
 
 @pytest.fixture(scope="session")
-def tts_settings(tts_options: RunOptions) -> ResolvedOptions:
-    """Options with the ladder's defaults decided for this kind of endpoint."""
-    return tts_options.for_kind()
+def tts_qmax_inputs(tts_options: RunOptions) -> QmaxInputs:
+    """What the qmax step takes, built from this run's options."""
+    from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+
+    return QmaxInputs.from_options(tts_options)
+
+
+@pytest.fixture(scope="session")
+def tts_ttotal_inputs(tts_options: RunOptions) -> TtotalInputs:
+    """What the ttotal step takes, built from this run's options."""
+    from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
+
+    return TtotalInputs.from_options(tts_options)
 
 
 @pytest.fixture(scope="session")
@@ -73,10 +85,11 @@ def tts_endpoint(
 ) -> Iterator[Endpoint]:
     """The endpoint under measurement; for the local default, a server started for the session."""
     from pytest_tts_scaling.endpoints.factory import open_endpoint
+    from pytest_tts_scaling.steps.inputs import target_from_options
 
     with (
         one_line("endpoint", tts_summary),
-        open_endpoint(tts_options, log=tts_progress) as endpoint,
+        open_endpoint(target_from_options(tts_options), log=tts_progress) as endpoint,
     ):
         yield endpoint
 
@@ -91,7 +104,7 @@ def tts_frozen_endpoint(tts_endpoint: Endpoint, tts_summary: list[str]) -> Itera
 @pytest.fixture(scope="session")
 def tts_ladder(
     request: pytest.FixtureRequest,
-    tts_settings: ResolvedOptions,
+    tts_qmax_inputs: QmaxInputs,
     tts_progress: Callable[[str], None],
     tts_summary: list[str],
 ) -> Iterator[LadderResult]:
@@ -102,20 +115,20 @@ def tts_ladder(
     them) have been decided.
     """
     from pytest_tts_scaling.steps.qmax import run_ladder
-    from pytest_tts_scaling.steps.qmax_words import describe_schedule
+    from pytest_tts_scaling.steps.qmax.words import describe_schedule
     from pytest_tts_scaling.steps.tracking import record_qmax
 
-    if tts_settings.run.dry_run:
-        for line in describe_schedule(tts_settings):
+    if tts_qmax_inputs.outputs.dry_run:
+        for line in describe_schedule(tts_qmax_inputs):
             tts_progress(line)
         pytest.skip("dry run: schedule printed, nothing sent")
     endpoint: Endpoint = request.getfixturevalue("tts_frozen_endpoint")
     with one_line("qmax", tts_summary):
-        result = run_ladder(endpoint, tts_settings, progress=tts_progress)
+        result = run_ladder(endpoint, tts_qmax_inputs, progress=tts_progress)
     tts_summary.extend(result.summary_lines())
     yield result
     comparison = request.config.stash.get(COMPARISON_KEY, None)
-    tts_summary.extend(record_qmax(result, tts_settings.run, comparison))
+    tts_summary.extend(record_qmax(result, tts_qmax_inputs, comparison))
 
 
 @pytest.fixture(scope="session")
@@ -129,20 +142,21 @@ def tts_plan(tts_options: RunOptions, tts_summary: list[str]) -> PlanArtifact:
     """The plan from --tts-qmax-artifact and --tts-ttotal-artifact, written where
     `tts-bench plan` writes it, for a gate of the user's own: thresholds, fleet size, findings.
     (The packaged plan scenario plans inside its test, so a refused input is its failure.)"""
-    from pytest_tts_scaling.steps.plan import run_plan
+    from pytest_tts_scaling.steps.plan import PlanStepInputs, run_plan
     from pytest_tts_scaling.steps.tracking import record_plan
 
     with one_line("plan", tts_summary):
-        result = run_plan(tts_options)
+        inputs = PlanStepInputs.from_options(tts_options)
+        result = run_plan(inputs)
     tts_summary.extend(f"plan: {line}" for line in result.kept)
-    tts_summary.extend(record_plan(result, tts_options))
+    tts_summary.extend(record_plan(result, inputs.tracking))
     return result.plan
 
 
 @pytest.fixture(scope="session")
 def tts_scale_timeline(
     request: pytest.FixtureRequest,
-    tts_settings: ResolvedOptions,
+    tts_ttotal_inputs: TtotalInputs,
     tts_progress: Callable[[str], None],
     tts_summary: list[str],
 ) -> tuple[TtotalArtifact, Path]:
@@ -150,13 +164,14 @@ def tts_scale_timeline(
     from pytest_tts_scaling.steps.tracking import record_ttotal
     from pytest_tts_scaling.steps.ttotal import require_qmax_artifact, run_ttotal, summary_lines
 
+    inputs = tts_ttotal_inputs
     with one_line("ttotal", tts_summary):
-        require_qmax_artifact(tts_settings)  # before the endpoint opens (a local one starts)
+        require_qmax_artifact(inputs)  # before the endpoint opens (a local one starts)
     endpoint: Endpoint = request.getfixturevalue("tts_endpoint")
     with one_line("ttotal", tts_summary):
-        artifact, path = run_ttotal(endpoint, tts_settings, progress=tts_progress)
+        artifact, path = run_ttotal(endpoint, inputs, progress=tts_progress)
     tts_summary.extend(summary_lines(artifact, path))
-    tts_summary.extend(record_ttotal(artifact, path, tts_settings.run, endpoint.name))
+    tts_summary.extend(record_ttotal(artifact, path, inputs.tracking, endpoint.name))
     return artifact, path
 
 

@@ -18,8 +18,9 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_tts_scaling.core.defaults import DEFAULT_MODEL
 from pytest_tts_scaling.core.spelling import pytest_flag
-from pytest_tts_scaling.options import DEFAULT_MODEL, DEFAULT_SLO_MS, DEFAULT_SURGE_RATIO
+from pytest_tts_scaling.options import DEFAULT_SLO_MS, DEFAULT_SURGE_RATIO
 
 N = TypeVar("N", int, float)
 

@@ -11,15 +11,14 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from pytest_tts_scaling.core.defaults import DEFAULT_MODEL, EndpointKind, endpoint_kind
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.schema import SloMetric
     from pytest_tts_scaling.load.scenario import Scenario
 
-EndpointKind = Literal["local", "url", "sagemaker"]
-
-DEFAULT_MODEL = "kokoro-82m"
 DEFAULT_SLO_MS = 3000.0
 DEFAULT_SURGE_RATIO = 1.25
 DEFAULT_MAX_CONCURRENCY = 256
@@ -34,7 +33,7 @@ class LadderDefaults:
     gap_s: float
 
 
-SOURCE_LADDER = LadderDefaults(hold_s=240.0, measure_s=60.0, gap_s=30.0)
+METHOD_LADDER = LadderDefaults(hold_s=240.0, measure_s=60.0, gap_s=30.0)
 # The trained Kokoro-82M on one of 2 CPU cores (the other is the client's) serves a 14-word request
 # in about 3 s (RTF 0.6, first audio 1.3-1.5 s; benchmarks/real_model.py), so a handful of rungs
 # of 25 s each finds its Q_max in a few minutes.
@@ -101,14 +100,10 @@ class RunOptions:
 
     @property
     def kind(self) -> EndpointKind:
-        if self.endpoint:
-            return "sagemaker"
-        if self.endpoint_url:
-            return "url"
-        return "local"
+        return endpoint_kind(self.endpoint, self.endpoint_url)
 
     def for_kind(self) -> ResolvedOptions:
-        base = LOCAL_LADDER if self.kind == "local" else SOURCE_LADDER
+        base = LOCAL_LADDER if self.kind == "local" else METHOD_LADDER
         hold = self.hold_s if self.hold_s is not None else base.hold_s
         measure = self.measure_s if self.measure_s is not None else min(base.measure_s, hold)
         if measure > hold:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tts_scaling.aws.drift import DRIFT_CHECKS, DriftReport
+from pytest_tts_scaling.aws.checks.drift import DRIFT_CHECKS, DriftReport
 from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import RunOptions
 
@@ -20,10 +20,11 @@ pytestmark = pytest.mark.drift
 
 @pytest.fixture(scope="module")
 def drift_report(tts_options: RunOptions, tts_summary: list[str]) -> DriftReport:
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
     from pytest_tts_scaling.steps.drift import run_drift_step
 
     with one_line("drift", tts_summary):
-        report = run_drift_step(tts_options)
+        report = run_drift_step(DeployedInputs.from_options(tts_options))
     tts_summary.extend(f"drift {finding.line()}" for finding in report.warnings)
     tts_summary.append(report.lines()[-1])
     return report

@@ -25,14 +25,15 @@ def test_plan_has_no_stop_findings(
     tts_options: RunOptions, tts_report: ReportExtras, tts_summary: list[str]
 ) -> None:
     from pytest_tts_scaling.core.plan.render import candidate_lines
-    from pytest_tts_scaling.steps.plan import run_plan
+    from pytest_tts_scaling.steps.plan import PlanStepInputs, run_plan
     from pytest_tts_scaling.steps.tracking import record_plan
 
     with one_line("plan", tts_summary):
-        result = run_plan(tts_options)
+        inputs = PlanStepInputs.from_options(tts_options)
+        result = run_plan(inputs)
     plan, path = result.plan, result.path
     tts_summary.extend(f"plan: {line}" for line in result.kept)
-    tts_summary.extend(record_plan(result, tts_options))
+    tts_summary.extend(record_plan(result, inputs.tracking))
     tts_report.artifact(plan, path, result.outcome)
     tts_report.html(render("plan.html.j2", plan=plan), name="plan findings and ModelEndpointConfig")
     tts_summary.append(

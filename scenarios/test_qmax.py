@@ -14,18 +14,18 @@ from pytest_tts_scaling.core.next_step import next_step_line
 from pytest_tts_scaling.core.schema import QmaxArtifact
 from pytest_tts_scaling.core.verdicts import doubt_line
 from pytest_tts_scaling.failures import InconclusiveWarning, fail, one_line
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.extras import ReportExtras, render, rung_table_html
 from pytest_tts_scaling.report.plots import ladder_svg
 from pytest_tts_scaling.steps.qmax import LadderResult
-from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+from pytest_tts_scaling.steps.qmax.words import no_qmax_message
 
 pytestmark = pytest.mark.qmax
 
 
 def test_qmax_found(
     tts_ladder: LadderResult,
-    tts_options: RunOptions,
+    tts_qmax_inputs: QmaxInputs,
     tts_report: ReportExtras,
     tts_summary: list[str],
 ) -> None:
@@ -36,7 +36,7 @@ def test_qmax_found(
         step = next_step_line(artifact, "pytest")
         fail("qmax", f"FAIL: {no_qmax_message(artifact)}{f'; {step}' if step else ''}", tts_summary)
     if (doubt := doubt_line(artifact)) is not None:
-        if tts_options.fail_on_inconclusive:
+        if tts_qmax_inputs.gates.fail_on_inconclusive:
             fail(
                 "qmax",
                 f"FAIL (--tts-fail-on-inconclusive): {doubt.removeprefix('qmax: ')}",
@@ -46,14 +46,14 @@ def test_qmax_found(
 
 
 def test_qmax_bracketed(
-    tts_ladder: LadderResult, tts_options: RunOptions, tts_summary: list[str]
+    tts_ladder: LadderResult, tts_qmax_inputs: QmaxInputs, tts_summary: list[str]
 ) -> None:
     """The search must find the ceiling; a ladder the user chose may stop below it."""
     artifact = tts_ladder.artifact
     top = max(r.concurrency for r in artifact.rungs)
     if artifact.q_max is None:
         pytest.skip("no Q_max to bracket (see test_qmax_found)")
-    if not artifact.q_max_bracketed and tts_options.ladder is not None:
+    if not artifact.q_max_bracketed and tts_qmax_inputs.ladder.concurrencies is not None:
         pytest.skip(
             f"Q_max {artifact.q_max} is a lower bound of the given ladder: every rung up to {top} "
             "met the SLO; extend --tts-ladder to bracket it"
@@ -68,19 +68,19 @@ def test_qmax_bracketed(
 
 
 def test_qmax_at_least_minimum(
-    tts_ladder: LadderResult, tts_options: RunOptions, tts_summary: list[str]
+    tts_ladder: LadderResult, tts_qmax_inputs: QmaxInputs, tts_summary: list[str]
 ) -> None:
     from pytest_tts_scaling.steps.baseline import below_minimum
 
-    if tts_options.min_qmax is None:
+    if tts_qmax_inputs.gates.min_qmax is None:
         pytest.skip("no --tts-min-qmax gate given")
-    if (floor := below_minimum(tts_ladder.artifact, tts_options)) is not None:
+    if (floor := below_minimum(tts_ladder.artifact, tts_qmax_inputs.gates)) is not None:
         fail("qmax", f"FAIL: {floor}", tts_summary)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def qmax_baseline(
-    request: pytest.FixtureRequest, tts_settings: ResolvedOptions, tts_summary: list[str]
+    request: pytest.FixtureRequest, tts_qmax_inputs: QmaxInputs, tts_summary: list[str]
 ) -> QmaxArtifact | None:
     """The --tts-baseline artifact, read before the ladder runs (its file may be written over).
 
@@ -91,18 +91,18 @@ def qmax_baseline(
     from pytest_tts_scaling.steps.baseline import check_endpoint, load_baseline
 
     with one_line("qmax", tts_summary, "--tts-baseline refused"):
-        baseline = load_baseline(tts_settings)
-    if baseline is not None and not tts_settings.run.dry_run:
+        baseline = load_baseline(tts_qmax_inputs)
+    if baseline is not None and not tts_qmax_inputs.outputs.dry_run:
         endpoint = request.getfixturevalue("tts_endpoint")
         with one_line("qmax", tts_summary, "--tts-baseline refused"):
-            check_endpoint(baseline, tts_settings.run, endpoint)
+            check_endpoint(baseline, tts_qmax_inputs.gates, endpoint)
     return baseline
 
 
 def test_qmax_no_regression_against_baseline(
     tts_ladder: LadderResult,
     qmax_baseline: QmaxArtifact | None,
-    tts_options: RunOptions,
+    tts_qmax_inputs: QmaxInputs,
     tts_report: ReportExtras,
     tts_summary: list[str],
     pytestconfig: pytest.Config,
@@ -114,7 +114,7 @@ def test_qmax_no_regression_against_baseline(
         pytest.skip("no --tts-baseline given")
     artifact = tts_ladder.artifact
     with one_line("qmax", tts_summary, "--tts-baseline refused"):
-        comparison = compare_with_baseline(qmax_baseline, tts_ladder, tts_options)
+        comparison = compare_with_baseline(qmax_baseline, tts_ladder, tts_qmax_inputs.gates)
     pytestconfig.stash[COMPARISON_KEY] = comparison  # the MLflow run's verdict counts it
     tts_report.svg(ladder_svg(artifact, baseline=qmax_baseline), name="ladder against the baseline")
     tts_report.html(render("compare.html.j2", comparison=comparison), name="regression checks")

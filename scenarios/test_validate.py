@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, FieldCheck
+from pytest_tts_scaling.aws.checks.validate import VALIDATE_FIELDS, FieldCheck
 from pytest_tts_scaling.failures import one_line
 from pytest_tts_scaling.options import RunOptions
 
@@ -20,10 +20,11 @@ pytestmark = pytest.mark.validate
 
 @pytest.fixture(scope="module")
 def validate_checks(tts_options: RunOptions, tts_summary: list[str]) -> dict[str, FieldCheck]:
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
     from pytest_tts_scaling.steps.validate import run_validate_step, verdict_line
 
     with one_line("validate", tts_summary):
-        checks = run_validate_step(tts_options)
+        checks = run_validate_step(DeployedInputs.from_options(tts_options))
     tts_summary.append(verdict_line(checks))
     return {check.field: check for check in checks}
 

@@ -12,7 +12,7 @@ to ARTIFACTS_DIR/validate-live/.
 With `--endpoint NAME` the plan is ARTIFACTS_DIR/plan-MODEL.json (or --tts-plan-artifact) and its
 traffic runs at the plan's own pace against the SageMaker endpoint; the fleet's scale-outs and
 scale-ins, instance counts and per-instance in-flight are read back from AWS
-(`pytest_tts_scaling.aws.live`, written to live.fleet.json) for the same checks.
+(`pytest_tts_scaling.aws.checks.live`, written to live.fleet.json) for the same checks.
 
 Checks: p95 TTFAB within the SLO at 80% of the planned load; rejections only where an instance
 already held Q_max; under the plan's surge the first new instance serves within 1.5·T_total and
@@ -38,10 +38,12 @@ pytestmark = pytest.mark.validate_live
 def live_checks(
     tts_options: RunOptions, tts_progress: Callable[[str], None], tts_summary: list[str]
 ) -> dict[str, Check]:
+    from pytest_tts_scaling.steps.deployed import ValidateLiveInputs
     from pytest_tts_scaling.steps.validate_live import checks, run_validate_live
 
     with one_line("validate_live", tts_summary):
-        run = run_validate_live(tts_options, tts_progress)
+        inputs = ValidateLiveInputs.from_options(tts_options)
+        run = run_validate_live(inputs, tts_progress)
     for line in run.load_output.splitlines():
         tts_progress(line)
     return checks(run)

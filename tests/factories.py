@@ -1,4 +1,5 @@
-"""What the tests build (RequestRecord, Rung, QmaxArtifact, PlanArtifact): one place to build it.
+"""What the tests build (RequestRecord, Rung, QmaxArtifact, PlanArtifact, a step's inputs): one
+place to build it.
 
 Each factory fills every required field with a plain value and takes any field as a keyword
 (the artifacts' validated by the schema), so a test names only what it is about.
@@ -16,6 +17,9 @@ from pytest_tts_scaling.core.schema import Finding, PlanArtifact, QmaxArtifact, 
 from pytest_tts_scaling.core.spelling import pytest_flag
 from pytest_tts_scaling.core.stats import summarize
 from pytest_tts_scaling.option_table import OPTION_SPECS
+from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
 
 MODEL = "kokoro-82m"
 # The measured example artifacts the report and the rules are checked against.
@@ -154,3 +158,13 @@ def timed(response: ResponseFormat, pieces: list[bytes]) -> StreamTimer:
         timer.body(piece)
     timer.finished("ok")
     return timer
+
+
+def qmax_inputs(**options: Any) -> QmaxInputs:
+    """The qmax step's inputs from these option fields, as both doors build them."""
+    return QmaxInputs.from_options(RunOptions(**options))
+
+
+def ttotal_inputs(**options: Any) -> TtotalInputs:
+    """The ttotal step's inputs from these option fields, as both doors build them."""
+    return TtotalInputs.from_options(RunOptions(**options))

@@ -20,7 +20,7 @@ from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
 from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
-from pytest_tts_scaling.steps.qmax_calibration import measure
+from pytest_tts_scaling.steps.qmax.calibration import measure
 from tests.factories import timed
 
 SHIPPED = Path(__file__).resolve().parent.parent / "scenarios"

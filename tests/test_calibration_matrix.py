@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tts_scaling.calibration.cases import BY_NAME
-from pytest_tts_scaling.steps.qmax_calibration import integer_ladder, measure
+from pytest_tts_scaling.steps.qmax.calibration import integer_ladder, measure
 
 HOLD_S = 2.0
 

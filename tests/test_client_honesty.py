@@ -24,8 +24,8 @@ from pytest_tts_scaling.load.monitor import (
 )
 from pytest_tts_scaling.load.transports import Session, Transport
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
-from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
+from tests.factories import qmax_inputs
 
 
 def test_the_lag_bound_is_a_twentieth_of_the_slo_with_a_floor() -> None:
@@ -187,7 +187,7 @@ class HogEndpoint(UrlEndpoint):
 
 
 def test_a_rung_the_client_could_not_keep_time_in_is_client_saturated(tmp_path: Path) -> None:
-    settings = RunOptions(
+    settings = qmax_inputs(
         ladder=(1, 2),
         slo_ms=1000,
         hold_s=1.5,
@@ -195,7 +195,7 @@ def test_a_rung_the_client_could_not_keep_time_in_is_client_saturated(tmp_path: 
         gap_s=0,
         artifacts_dir=tmp_path,
         endpoint_url="http://127.0.0.1:1",
-    ).for_kind()
+    )
     with SerialStreamServer(service_s=0.05, first_audio_s=0.02, slots=2) as server:
         result = run_ladder(HogEndpoint(server.base_url), settings, progress=print)
     by_n = {r.concurrency: r for r in result.artifact.rungs}

@@ -17,10 +17,9 @@ from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.load.engine import run_rung
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
-from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
-from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, clear_failure_rule
-from tests.factories import make_record
+from pytest_tts_scaling.steps.qmax.rung import MIN_COMPLETIONS, clear_failure_rule
+from tests.factories import make_record, qmax_inputs
 
 SLO_MS = 300.0
 WINDOW_START = 1_000_000_000
@@ -101,7 +100,7 @@ def test_a_clearly_failing_rung_ends_early_and_still_brackets(tmp_path: Path) ->
     # Serial server, 20 ms per request, first audio at 10 ms: Q_max 15 at 295 ms; N=40 has a p95
     # of about 790 ms. The ladder (1, 40) then bisects down to the pair 15/16.
     with SerialStreamServer(discipline=Slots(1, 0.02, 0.01)) as server:
-        settings = RunOptions(
+        settings = qmax_inputs(
             endpoint_url=server.base_url,
             slo_ms=295.0,
             ladder=(1, 40),
@@ -109,7 +108,7 @@ def test_a_clearly_failing_rung_ends_early_and_still_brackets(tmp_path: Path) ->
             measure_s=2.0,
             gap_s=0.0,
             artifacts_dir=tmp_path,
-        ).for_kind()
+        )
         result = run_ladder(UrlEndpoint(server.base_url), settings, progress=print)
     rungs = {r.concurrency: r for r in result.artifact.rungs}
     assert not rungs[1].ended_early

@@ -20,9 +20,10 @@ from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import stall_bound_s
 from pytest_tts_scaling.load.transports import Transport
 from pytest_tts_scaling.load.workload import Workload
-from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
-from pytest_tts_scaling.steps.qmax_health import require_answer
+from pytest_tts_scaling.steps.qmax.health import require_answer
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+from tests.factories import qmax_inputs
 from tests.fault_server import FaultServer
 
 WORKLOAD = Workload()
@@ -46,8 +47,8 @@ def quick_stalls(monkeypatch: pytest.MonkeyPatch) -> float:
     return stall_bound_s(200)
 
 
-def settings(url: str, tmp_path: Path, ladder: str, **extra: object):  # type: ignore[no-untyped-def]
-    options = RunOptions(
+def settings(url: str, tmp_path: Path, ladder: str, **extra: object) -> QmaxInputs:
+    return qmax_inputs(
         endpoint_url=url,
         ladder=tuple(int(n) for n in ladder.split(",")),
         slo_ms=200,
@@ -55,9 +56,8 @@ def settings(url: str, tmp_path: Path, ladder: str, **extra: object):  # type: i
         measure_s=1.0,
         gap_s=0,
         artifacts_dir=tmp_path,
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
-    return options.for_kind()
 
 
 def artifact(tmp_path: Path) -> dict[str, Any]:

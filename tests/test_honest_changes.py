@@ -19,22 +19,22 @@ from pytest_tts_scaling.core.schema import ClientTiming, Host, Interval, QmaxArt
 from pytest_tts_scaling.core.verdicts import doubt_line, verdict_words
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import EndpointUnavailable
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.report.pages import qmax_view
 from pytest_tts_scaling.report.plots import throughput_svg
 from pytest_tts_scaling.steps.qmax import run_ladder
-from pytest_tts_scaling.steps.qmax_calibration import measure
-from pytest_tts_scaling.steps.qmax_health import cold_start_line
-from pytest_tts_scaling.steps.qmax_words import no_qmax_message, trust_lines
-from tests.factories import make_qmax, make_rung
+from pytest_tts_scaling.steps.qmax.calibration import measure
+from pytest_tts_scaling.steps.qmax.health import cold_start_line
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+from pytest_tts_scaling.steps.qmax.words import no_qmax_message, trust_lines
+from tests.factories import make_qmax, make_rung, qmax_inputs
 
 SLO = 295.0
 
 
-def url_settings(url: str, tmp_path: Path, **options: Any) -> ResolvedOptions:
+def url_settings(url: str, tmp_path: Path, **options: Any) -> QmaxInputs:
     """Rungs of 2 s (the last 4/3 measured) against `url` at the fast cases' SLO."""
     values: dict[str, Any] = {"slo_ms": SLO, "hold_s": 2.0, "measure_s": 4 / 3, "gap_s": 0}
-    return RunOptions(endpoint_url=url, artifacts_dir=tmp_path, **{**values, **options}).for_kind()
+    return qmax_inputs(endpoint_url=url, artifacts_dir=tmp_path, **{**values, **options})
 
 
 def rung(n: int, p95: float, low: float, high: float, **fields: object):  # type: ignore[no-untyped-def]

@@ -55,7 +55,10 @@ def test_the_package_keeps_every_contract() -> None:
         # I/O in the pure core, even with every layer kept.
         ("core/curve.py", "import subprocess", "The pure core imports only itself"),
         # An adapter borrowing another's orchestration.
-        ("report/plots.py", "from pytest_tts_scaling.aws import freeze", "orchestration"),
+        ("report/plots.py", "from pytest_tts_scaling.aws.lifecycle import freeze", "orchestration"),
+        # An adapter reading the doors' options instead of its own typed inputs.
+        ("endpoints/factory.py", "from pytest_tts_scaling import options", "doors' options"),
+        ("load/workload.py", "import pytest_tts_scaling.option_table", "doors' options"),
     ],
 )
 def test_a_planted_violation_breaks_its_contract(

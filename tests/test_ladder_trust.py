@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,15 +11,15 @@ from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.core.schema import Host, Interval, Rung
 from pytest_tts_scaling.core.verdicts import falls_in_p95
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
-from pytest_tts_scaling.steps.qmax_rung import (
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+from pytest_tts_scaling.steps.qmax.rung import (
     MAX_SAMPLE_EXTENSIONS,
     MIN_COMPLETIONS,
     extension_rule,
 )
-from pytest_tts_scaling.steps.qmax_words import trust_lines
-from tests.factories import make_record, make_rung
+from pytest_tts_scaling.steps.qmax.words import trust_lines
+from tests.factories import make_record, make_rung, qmax_inputs
 
 
 def ok(i: int, ttfab: float = 100.0) -> RequestRecord:
@@ -64,18 +63,23 @@ def test_overlapping_intervals_or_a_rise_are_not_a_fall() -> None:
 
 
 def one_rung(
-    server: SerialStreamServer, tmp_path: Path, *, hold_s: float, measure_s: float
-) -> ResolvedOptions:
-    """The ladder N=1 alone against `server`, far inside a 5 s SLO."""
-    return RunOptions(
+    server: SerialStreamServer,
+    tmp_path: Path,
+    *,
+    hold_s: float,
+    measure_s: float,
+    slo_ms: float = 5000,
+) -> QmaxInputs:
+    """The ladder N=1 alone against `server`, by default far inside a 5 s SLO."""
+    return qmax_inputs(
         endpoint_url=server.base_url,
-        slo_ms=5000,
+        slo_ms=slo_ms,
         ladder=(1,),
         hold_s=hold_s,
         measure_s=measure_s,
         gap_s=0.0,
         artifacts_dir=tmp_path,
-    ).for_kind()
+    )
 
 
 def test_trust_lines_name_a_busy_host_thin_rungs_and_a_fall(tmp_path: Path) -> None:
@@ -119,8 +123,7 @@ def test_a_slow_endpoint_is_not_called_stopped(
     # (after 1.5 s): the probe after the rung waits longer, so the run ends with a verdict.
     monkeypatch.setattr("pytest_tts_scaling.load.engine.STALL_FLOOR_S", 1.0)
     with SerialStreamServer(service_s=1.6, first_audio_s=1.5) as server:
-        settings = one_rung(server, tmp_path, hold_s=2.0, measure_s=1.0)
-        settings = dataclasses.replace(settings, slo_ms=200)
+        settings = one_rung(server, tmp_path, hold_s=2.0, measure_s=1.0, slo_ms=200)
         result = run_ladder(UrlEndpoint(server.base_url), settings, progress=lambda line: None)
     assert result.artifact.complete
     assert result.artifact.q_max is None

@@ -15,7 +15,7 @@ from pytest_tts_scaling.core.records import RequestRecord, RequestSpec, StreamTi
 from pytest_tts_scaling.core.stats import summarize
 from pytest_tts_scaling.core.verdicts import RungInputs, goodput_ms, judge, record_clock
 from pytest_tts_scaling.errors import MismatchError
-from tests.factories import make_qmax, make_record, make_rung
+from tests.factories import make_qmax, make_record, make_rung, qmax_inputs
 
 RATE = 24000
 BYTES_PER_S = 2 * RATE
@@ -214,14 +214,13 @@ def test_a_baseline_of_another_clock_is_refused_before_anything_is_measured(
     tmp_path: Path,
 ) -> None:
     from pytest_tts_scaling.artifacts import save
-    from pytest_tts_scaling.options import RunOptions
     from pytest_tts_scaling.steps.baseline import load_baseline
 
     path = save(make_qmax([make_rung(1)], q_max=1, slo_metric="playback"), tmp_path / "b.json")
-    settings = RunOptions(baseline=path, slo_ms=3000, slo_metric="audible").for_kind()
+    inputs = qmax_inputs(baseline=path, slo_ms=3000, slo_metric="audible")
     with pytest.raises(MismatchError, match=r"playback clock, this run on the audible clock"):
-        load_baseline(settings)
-    assert load_baseline(RunOptions(baseline=path, slo_ms=3000, slo_metric="playback").for_kind())
+        load_baseline(inputs)
+    assert load_baseline(qmax_inputs(baseline=path, slo_ms=3000, slo_metric="playback"))
 
 
 def test_a_payload_that_is_not_audio_has_no_playback() -> None:

@@ -22,6 +22,7 @@ from pytest_tts_scaling.core.tracking import PASS, Verdict, plan_record, qmax_re
 from pytest_tts_scaling.optional import needs_extra
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.report.extras import timed_stages
+from pytest_tts_scaling.steps.inputs import TrackingInputs
 from pytest_tts_scaling.steps.tracking import record_ttotal
 from tests.test_baseline_gate import (
     LOADED_MACHINE,
@@ -239,8 +240,8 @@ def test_a_ttotal_run_holds_t_total_and_each_stage(tmp_path: Path, store: Mlflow
     path = tmp_path / TTOTAL_EXAMPLE.name  # the page is written beside it
     shutil.copy(TTOTAL_EXAMPLE, path)
     artifact = load(path, TtotalArtifact)
-    run_options = RunOptions(mlflow=True, mlflow_experiment="scale-out")
-    [line] = record_ttotal(artifact, path, run_options, "speech-kokoro-82m")
+    tracking = TrackingInputs.from_options(RunOptions(mlflow=True, mlflow_experiment="scale-out"))
+    [line] = record_ttotal(artifact, path, tracking, "speech-kokoro-82m")
     assert line.startswith("mlflow: ttotal run "), line
 
     [run] = runs_of(store, "scale-out")
@@ -265,12 +266,14 @@ def test_without_the_extra_the_line_names_it(
     monkeypatch.setitem(sys.modules, "mlflow", None)
     path = tmp_path / TTOTAL_EXAMPLE.name
     shutil.copy(TTOTAL_EXAMPLE, path)
-    lines = record_ttotal(load(path, TtotalArtifact), path, RunOptions(mlflow=True), "local")
+    tracking = TrackingInputs.from_options(RunOptions(mlflow=True))
+    lines = record_ttotal(load(path, TtotalArtifact), path, tracking, "local")
     assert lines == [
         "mlflow: not recorded: this needs mlflow, which comes with the [mlflow] extra: expected "
         "it installed (pip install 'pytest-tts-scaling[mlflow]')"
     ]
-    assert record_ttotal(load(path, TtotalArtifact), path, RunOptions(), "local") == []
+    off = TrackingInputs.from_options(RunOptions())
+    assert record_ttotal(load(path, TtotalArtifact), path, off, "local") == []
 
 
 def test_a_rung_field_the_artifact_gains_is_recorded_without_a_change() -> None:

@@ -15,7 +15,7 @@ from pytest_tts_scaling.option_table import (
     positive_int,
     surge_ratio,
 )
-from pytest_tts_scaling.options import LOCAL_LADDER, SOURCE_LADDER, RunOptions
+from pytest_tts_scaling.options import LOCAL_LADDER, METHOD_LADDER, RunOptions
 
 
 def test_ladder_parses_and_rejects() -> None:
@@ -69,7 +69,7 @@ def test_defaults_depend_on_endpoint_kind() -> None:
     assert local.hold_s == LOCAL_LADDER.hold_s
     remote = RunOptions(endpoint="speech-kokoro-82m").for_kind()
     assert remote.ladder is None
-    assert remote.hold_s == SOURCE_LADDER.hold_s
+    assert remote.hold_s == METHOD_LADDER.hold_s
     assert (remote.hold_s, remote.measure_s, remote.gap_s) == (240.0, 60.0, 30.0)
     assert remote.slo_ms == 3000.0
     custom = RunOptions(ladder=(1, 2), hold_s=10, measure_s=6, gap_s=0).for_kind()

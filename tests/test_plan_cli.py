@@ -18,12 +18,12 @@ from tests.factories import EXAMPLES, QMAX_EXAMPLE, pytest_args
 ROOT = Path(__file__).resolve().parents[1]
 QMAX = QMAX_EXAMPLE
 TTOTAL = EXAMPLES / "ttotal-kokoro-82m-forced-g5xlarge-8b1b96bc.json"
-SOURCE_ARGS: list[str | Path] = ["--peak-rps", "5000", "--trough-rps", "10"]
+EXAMPLE_TRAFFIC: list[str | Path] = ["--peak-rps", "5000", "--trough-rps", "10"]
 
 
 def inputs(qmax: Path = QMAX) -> list[str | Path]:
     """The two artifacts and the traffic every plan here is made from."""
-    return ["--qmax-artifact", qmax, "--ttotal-artifact", TTOTAL, *SOURCE_ARGS]
+    return ["--qmax-artifact", qmax, "--ttotal-artifact", TTOTAL, *EXAMPLE_TRAFFIC]
 
 
 @pytest.fixture
@@ -63,7 +63,13 @@ def test_plan_prints_the_report_writes_the_artifact_and_exits_0(
 
 
 def test_pytest_option_names_work_too(tmp_path: Path) -> None:
-    args: list[str | Path] = ["--qmax-artifact", QMAX, "--ttotal-artifact", TTOTAL, *SOURCE_ARGS]
+    args: list[str | Path] = [
+        "--qmax-artifact",
+        QMAX,
+        "--ttotal-artifact",
+        TTOTAL,
+        *EXAMPLE_TRAFFIC,
+    ]
     assert plan_cli(*args, "--artifacts-dir", tmp_path) == 0
 
 
@@ -77,7 +83,7 @@ def test_artifacts_elsewhere_give_the_same_bytes(tmp_path: Path) -> None:
         moved / QMAX.name,
         "--ttotal-artifact",
         moved / TTOTAL.name,
-        *SOURCE_ARGS,
+        *EXAMPLE_TRAFFIC,
     ]
     assert plan_cli(*args, "--artifacts-dir", tmp_path / "out") == 0
     assert (tmp_path / "out" / "plan-kokoro-82m.json").read_bytes() == (
@@ -103,18 +109,18 @@ def test_a_stop_plan_exits_1_and_is_still_written(
     ("args", "message"),
     [
         (
-            ["--ttotal-artifact", TTOTAL, *SOURCE_ARGS],
+            ["--ttotal-artifact", TTOTAL, *EXAMPLE_TRAFFIC],
             "plan needs --tts-qmax-artifact (tts-bench: --qmax-artifact) FILE:",
         ),
         (["--qmax-artifact", QMAX, "--ttotal-artifact", TTOTAL], "--peak-rps) is required"),
-        (["--qmax-artifact", QMAX, "--ttotal-artifact", QMAX, *SOURCE_ARGS], "field 'schema'"),
+        (["--qmax-artifact", QMAX, "--ttotal-artifact", QMAX, *EXAMPLE_TRAFFIC], "field 'schema'"),
         (
             [
                 "--qmax-artifact",
                 EXAMPLES / "missing.json",
                 "--ttotal-artifact",
                 TTOTAL,
-                *SOURCE_ARGS,
+                *EXAMPLE_TRAFFIC,
             ],
             "no such artifact",
         ),
@@ -161,7 +167,7 @@ def test_console_script_runs(tmp_path: Path) -> None:
             str(QMAX),
             "--ttotal-artifact",
             str(TTOTAL),
-            *SOURCE_ARGS,
+            *EXAMPLE_TRAFFIC,
             "--artifacts-dir",
             str(tmp_path),
         ],
@@ -220,7 +226,7 @@ def test_scenario_fails_naming_each_stop(
 
 
 def test_scenario_fails_without_artifacts(pytester: pytest.Pytester) -> None:
-    result = run_scenario(pytester, *SOURCE_ARGS)
+    result = run_scenario(pytester, *EXAMPLE_TRAFFIC)
     result.assert_outcomes(failed=1)
     both = "--tts-qmax-artifact (tts-bench: --qmax-artifact) FILE and --tts-ttotal-artifact"
     result.stdout.fnmatch_lines([f"*plan needs {both}*"])

@@ -434,5 +434,5 @@ def test_ttotal_without_the_qmax_artifact_fails_before_any_endpoint_opens(
     result.stdout.fnmatch_lines(
         ["*ttotal needs the qmax artifact: expected --tts-qmax-artifact (tts-bench: *"]
     )
-    result.stdout.fnmatch_lines(["*SETUP*tts_settings*"])
+    result.stdout.fnmatch_lines(["*SETUP*tts_ttotal_inputs*"])
     result.stdout.no_fnmatch_line("*SETUP*tts_endpoint*")

@@ -13,13 +13,12 @@ from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.core.search import Step
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.load.engine import WindowClock, run_rung
-from pytest_tts_scaling.load.workload import workload_for
-from pytest_tts_scaling.options import RunOptions
-from pytest_tts_scaling.steps import qmax_rung
+from pytest_tts_scaling.steps.inputs import WorkloadInputs
 from pytest_tts_scaling.steps.qmax import run_ladder, wait_gap
-from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, drain_line, extension_rule
-from pytest_tts_scaling.steps.qmax_words import again_line
-from tests.factories import make_record, make_rung
+from pytest_tts_scaling.steps.qmax import rung as qmax_rung
+from pytest_tts_scaling.steps.qmax.rung import MIN_COMPLETIONS, drain_line, extension_rule
+from pytest_tts_scaling.steps.qmax.words import again_line
+from tests.factories import make_record, make_rung, qmax_inputs
 
 
 def test_each_extension_is_told_with_its_reason() -> None:
@@ -44,7 +43,7 @@ def test_a_sparse_rung_reports_through_its_extensions(
     monkeypatch.setattr(qmax_rung, "PROGRESS_EVERY_S", 0.5)
     lines: list[str] = []
     with SerialStreamServer(service_s=0.3, first_audio_s=0.05) as server:
-        settings = RunOptions(
+        settings = qmax_inputs(
             endpoint_url=server.base_url,
             slo_ms=5000,
             ladder=(1,),
@@ -52,7 +51,7 @@ def test_a_sparse_rung_reports_through_its_extensions(
             measure_s=1.0,
             gap_s=0.0,
             artifacts_dir=tmp_path,
-        ).for_kind()
+        )
         run_ladder(UrlEndpoint(server.base_url), settings, progress=lines.append)
     extended = [line for line in lines if "window extended by" in line]
     assert len(extended) == 4
@@ -63,7 +62,7 @@ def test_a_sparse_rung_reports_through_its_extensions(
 
 def test_the_engine_keeps_the_clock_current() -> None:
     clock = WindowClock()
-    workload = workload_for(RunOptions(endpoint_url="http://127.0.0.1:9"), "url")
+    workload = WorkloadInputs(model="kokoro-82m").workload("url")
     extended = False
 
     def once(window: object, window_s: float) -> float:

@@ -9,8 +9,8 @@ import pytest
 from pytest_tts_scaling.core.audio import quality_failure
 from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.optional import needs_extra
-from pytest_tts_scaling.steps.qmax_quality import Answer, QualityCheck
-from tests.factories import make_record, make_rung
+from pytest_tts_scaling.steps.qmax.quality import Answer, QualityCheck
+from tests.factories import make_record, make_rung, qmax_inputs
 
 TEXTS = {f"r{i}": f"text number {i % 3}" for i in range(12)}
 
@@ -141,11 +141,10 @@ def test_a_ladder_with_wer_sample_transcribes_each_rung(tmp_path: Path) -> None:
     from pytest_tts_scaling.calibration.cases import FAST_SERIAL
     from pytest_tts_scaling.calibration.server import SerialStreamServer
     from pytest_tts_scaling.endpoints.base import UrlEndpoint
-    from pytest_tts_scaling.options import RunOptions
     from pytest_tts_scaling.steps.qmax import run_ladder
 
     with SerialStreamServer(discipline=FAST_SERIAL, tone=True) as server:
-        settings = RunOptions(
+        settings = qmax_inputs(
             endpoint_url=server.base_url,
             slo_ms=295.0,
             ladder=(1, 2),
@@ -154,7 +153,7 @@ def test_a_ladder_with_wer_sample_transcribes_each_rung(tmp_path: Path) -> None:
             gap_s=0.0,
             artifacts_dir=tmp_path,
             wer_sample=2,
-        ).for_kind()
+        )
         result = run_ladder(UrlEndpoint(server.base_url), settings, progress=lambda line: None)
     rungs = {r.concurrency: r for r in result.artifact.rungs}
     assert [(rungs[n].wer, rungs[n].wer_at_c1, rungs[n].wer_sampled) for n in (1, 2)] == [

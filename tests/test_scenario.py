@@ -15,6 +15,7 @@ from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.scenario import ScenarioError, load_scenario, resolve
 from pytest_tts_scaling.load.workload import Workload, sample_texts, workload_for
 from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.steps.inputs import WorkloadInputs
 from tests.factories import timed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,7 +169,7 @@ def test_options_override_scenario_values(tmp_path: Path) -> None:
     assert options.ladder == (1, 2)
     assert options.slo_ms == 1200.0
     assert options.transport == "bidi"
-    assert workload_for(options, "url").texts[0].startswith("One two")
+    assert WorkloadInputs.from_options(options).workload("url").texts[0].startswith("One two")
 
 
 def test_qmax_on_a_json_audio_endpoint_driven_only_by_a_scenario(
@@ -243,4 +244,4 @@ def test_a_listener_hangs_up_on_its_share_of_requests(tmp_path: Path) -> None:
     hung = [s.hang_up_after_s for s in specs if s.hang_up_after_s is not None]
     assert hung == [1.5] * 30
     with pytest.raises(InputError, match=r"field 'listener\.hang_up'.*response-stream"):
-        workload_for(RunOptions(loaded_scenario=scenario, transport="bidi"), "url")
+        workload_for(scenario, model="m", component=None, transport="bidi", endpoint_kind="url")

@@ -16,7 +16,7 @@ from pytest_tts_scaling.option_table import slo_ms
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.report.extras import rung_table_html
 from pytest_tts_scaling.steps.qmax import run_ladder
-from tests.factories import make_rung
+from tests.factories import make_rung, qmax_inputs
 
 
 def test_several_slos_parse_as_tiers_and_one_as_before() -> None:
@@ -45,7 +45,7 @@ def test_one_run_brackets_q_max_at_each_tier(tmp_path: Path) -> None:
     assert (serial_qmax(0.05, 0.02, 195), serial_qmax(0.05, 0.02, 295)) == (4, 6)
     lines: list[str] = []
     with case.server() as server:
-        settings = RunOptions(
+        settings = qmax_inputs(
             endpoint_url=server.base_url,
             slo_ms=295.0,
             slo_tiers_ms=(195.0, 295.0),
@@ -53,7 +53,7 @@ def test_one_run_brackets_q_max_at_each_tier(tmp_path: Path) -> None:
             measure_s=4 / 3,
             gap_s=0.0,
             artifacts_dir=tmp_path,
-        ).for_kind()
+        )
         result = run_ladder(UrlEndpoint(server.base_url), settings, progress=lines.append)
     a = result.artifact
     assert [(t.slo_ms, t.q_max, t.q_max_bracketed) for t in a.slo_tiers] == [

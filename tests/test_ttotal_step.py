@@ -7,8 +7,8 @@ import pytest
 from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.steps.ttotal import timer_for
-from pytest_tts_scaling.steps.ttotal_local import measure_local_ttotal
-from pytest_tts_scaling.steps.ttotal_sagemaker import measure_sagemaker_ttotal
+from pytest_tts_scaling.steps.ttotal.local import measure_local_ttotal
+from pytest_tts_scaling.steps.ttotal.sagemaker import measure_sagemaker_ttotal
 
 
 class Kind(UrlEndpoint):

@@ -12,15 +12,15 @@ import pytest
 
 from pytest_tts_scaling import cli
 from pytest_tts_scaling.core.live import Check
-from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps import validate_live
+from pytest_tts_scaling.steps.deployed import ValidateLiveInputs
 
 
-def given(monkeypatch: pytest.MonkeyPatch, found: dict[str, Check]) -> list[RunOptions]:
-    seen: list[RunOptions] = []
+def given(monkeypatch: pytest.MonkeyPatch, found: dict[str, Check]) -> list[ValidateLiveInputs]:
+    seen: list[ValidateLiveInputs] = []
 
-    def run(options: RunOptions, progress: Any) -> str:
-        seen.append(options)
+    def run(inputs: ValidateLiveInputs, progress: Any) -> str:
+        seen.append(inputs)
         return "the run"
 
     monkeypatch.setattr(validate_live, "run_validate_live", run)
@@ -37,7 +37,7 @@ def test_every_check_holds_exit_0(
         "validate_live: steady_p95: ok: p95 300 ms <= 420 ms",
         "validate_live: 1 of 1 checks hold",
     ]
-    assert seen[0].endpoint == "speech-x"
+    assert seen[0].target.endpoint == "speech-x"
     assert str(seen[0].plan_artifact) == "p.json"
 
 

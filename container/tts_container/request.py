@@ -193,6 +193,30 @@ def parse_request(
     ``unavailable_languages``: language codes the engine cannot read here, each with what to
     install (a request in one is refused, never read with another language's G2P).
     """
+    request_id = _request_id(payload, fallback_request_id)
+    try:
+        key, value = _source(payload, max_text_chars)
+        voice = _voice(payload, voices, default_voice)
+        speed = _speed(payload)
+        audio_format = _format(payload, formats)
+        lang_code = _lang_code(payload, unavailable_languages or {}, reads_text=key == "text")
+    except RequestError as refused:
+        # Each field's check refuses without knowing the id; the answer still names it.
+        refused.request_id = request_id
+        raise
+    return SynthesisRequest(
+        request_id=request_id,
+        text=value if key == "text" else None,
+        phonemes=value if key == "phonemes" else None,
+        voice=voice,
+        speed=speed,
+        format=audio_format,
+        lang_code=lang_code,
+    )
+
+
+def _request_id(payload: dict[str, Any], fallback: str | None) -> str:
+    """The client's request_id, else the transport's (a header), else a new one."""
     raw_id = payload.get("request_id")
     if raw_id is not None and not is_valid_request_id(raw_id):
         raise RequestError(
@@ -202,52 +226,57 @@ def parse_request(
             "without spaces",
         )
     if raw_id is not None:
-        request_id = str(raw_id)
-    elif is_valid_request_id(fallback_request_id):
-        request_id = str(fallback_request_id)
-    else:
-        request_id = new_request_id()
+        return str(raw_id)
+    if is_valid_request_id(fallback):
+        return str(fallback)
+    return new_request_id()
 
-    def fail(status: int, code: str, detail: str) -> RequestError:
-        return RequestError(status, code, detail, request_id=request_id)
 
+def _source(payload: dict[str, Any], max_text_chars: int) -> tuple[str, str]:
+    """Which of text and phonemes the request carries (exactly one), and its value."""
     has_text = "text" in payload and payload["text"] is not None
     has_phonemes = "phonemes" in payload and payload["phonemes"] is not None
     if has_text and has_phonemes:
-        raise fail(422, "invalid_text", "give either text or phonemes, not both")
+        raise RequestError(422, "invalid_text", "give either text or phonemes, not both")
     if not has_text and not has_phonemes:
-        raise fail(400, "invalid_text", "the request needs a non-empty string field 'text'")
+        raise RequestError(400, "invalid_text", "the request needs a non-empty string field 'text'")
     key = "text" if has_text else "phonemes"
     value = payload[key]
     if not isinstance(value, str):
-        raise fail(422, "invalid_text", f"'{key}' must be a string, got {_kind(value)}")
+        raise RequestError(422, "invalid_text", f"'{key}' must be a string, got {_kind(value)}")
     bad_at = _lone_surrogate(value)
     if bad_at is not None:
-        raise fail(
+        raise RequestError(
             400,
             "invalid_text",
             f"'{key}' is not valid Unicode: a lone surrogate U+{ord(value[bad_at]):04X} "
             f"at character {bad_at}",
         )
     if not value.strip():
-        raise fail(422, "invalid_text", f"'{key}' is empty")
+        raise RequestError(422, "invalid_text", f"'{key}' is empty")
     if len(value) > max_text_chars:
-        raise fail(
+        raise RequestError(
             413,
             "text_too_long",
             f"'{key}' has {len(value)} characters; the limit is {max_text_chars} (MAX_TEXT_CHARS)",
         )
+    return key, value
 
+
+def _voice(payload: dict[str, Any], voices: Collection[str], default_voice: str) -> str:
     voice = payload.get("voice")
     if voice is None:
         voice = default_voice if default_voice in voices else next(iter(voices))
     if not isinstance(voice, str) or voice not in voices:
-        raise fail(
+        raise RequestError(
             400,
             "unknown_voice",
             f"unknown voice {_quote(voice)}; available voices: {', '.join(sorted(voices))}",
         )
+    return voice
 
+
+def _speed(payload: dict[str, Any]) -> float:
     speed = payload.get("speed", 1.0)
     if speed is None:
         speed = 1.0
@@ -257,45 +286,45 @@ def parse_request(
         or not isinstance(speed, int | float)
         or not SPEED_MIN <= speed <= SPEED_MAX
     ):
-        raise fail(
+        raise RequestError(
             422,
             "invalid_speed",
             f"speed must be a number in [{SPEED_MIN}, {SPEED_MAX}], got {_quote(speed)}",
         )
+    return float(speed)
 
+
+def _format(payload: dict[str, Any], formats: Collection[str]) -> AudioFormat:
     audio_format = payload.get("format", "pcm")
     if audio_format is None:
         audio_format = "pcm"
     if audio_format not in formats:
-        raise fail(
+        raise RequestError(
             422,
             "invalid_format",
             f"format must be one of {', '.join(formats)}, got {_quote(audio_format)}",
         )
+    return audio_format
 
+
+def _lang_code(
+    payload: dict[str, Any], unavailable_languages: Mapping[str, str], *, reads_text: bool
+) -> str:
+    """A language the container knows; for text, one whose frontend this server has."""
     lang_code = payload.get("lang_code", "a")
     if lang_code is None:
         lang_code = "a"
     if not isinstance(lang_code, str) or lang_code not in LANGUAGES:
         known = ", ".join(f"'{code}' ({name})" for code, name in LANGUAGES.items())
-        raise fail(
+        raise RequestError(
             422, "invalid_lang_code", f"lang_code must be one of {known}, got {_quote(lang_code)}"
         )
-    missing = (unavailable_languages or {}).get(lang_code)
-    if missing is not None and has_text:
-        raise fail(
+    missing = unavailable_languages.get(lang_code)
+    if missing is not None and reads_text:
+        raise RequestError(
             422,
             "language_unavailable",
             f"lang_code '{lang_code}' ({LANGUAGES[lang_code]}) needs a frontend this server "
             f"lacks: {missing}",
         )
-
-    return SynthesisRequest(
-        request_id=request_id,
-        text=value if key == "text" else None,
-        phonemes=value if key == "phonemes" else None,
-        voice=voice,
-        speed=float(speed),
-        format=audio_format,
-        lang_code=lang_code,
-    )
+    return lang_code

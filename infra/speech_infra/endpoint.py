@@ -19,6 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from pytest_tts_scaling.core.schema import PlanArtifact
 from speech_infra.ami import image_cuda, inference_ami_version, is_gpu_instance
 from speech_infra.autoscaling import EndpointAutoscaling
 from speech_infra.naming import endpoint_name, weights_key_prefix
@@ -45,9 +46,34 @@ class SpeechEndpointStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
         self.scaling = scaling
-        name = endpoint_name(config.model_name)
+        plan = scaling.plan
+        queue_max_depth = plan.queue_max_depth if plan else config.queue_max_depth
 
         image_uri, repository_arn = self._image(image, container_dir)
+        pull = self._image_pull(execution_role, repository_arn)
+        self.model = self._model(image_uri, execution_role, weights_bucket, queue_max_depth)
+        self.model.node.add_dependency(pull)
+        self.endpoint_config = self._endpoint_config(container_dir)
+        self.endpoint = sagemaker.CfnEndpoint(
+            self,
+            "Endpoint",
+            endpoint_name=endpoint_name(config.model_name),
+            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            # With autoscaling, a redeploy must keep the instance count the policy chose instead
+            # of resetting it to InitialInstanceCount.
+            retain_all_variant_properties=True if scaling.autoscaling else None,
+        )
+        self.autoscaling: EndpointAutoscaling | None = None
+        self.observability: EndpointObservability | None = None
+        if scaling.autoscaling and plan is not None:
+            self.autoscaling, self.observability = self._scaling(plan)
+        self._say_scaling()
+
+        cdk.CfnOutput(self, "EndpointName", value=self.endpoint.attr_endpoint_name)
+        cdk.CfnOutput(self, "QueueMaxDepth", value=str(queue_max_depth))
+
+    def _image_pull(self, execution_role: iam.IRole, repository_arn: str) -> iam.Policy:
+        """The execution role's right to pull the image: its one repository, and a token."""
         pull = iam.Policy(
             self,
             "ImagePull",
@@ -75,10 +101,18 @@ class SpeechEndpointStack(cdk.Stack):
                 )
             ],
         )
+        return pull
 
-        plan = scaling.plan
-        queue_max_depth = plan.queue_max_depth if plan else config.queue_max_depth
-        self.model = sagemaker.CfnModel(
+    def _model(
+        self,
+        image_uri: str,
+        execution_role: iam.IRole,
+        weights_bucket: s3.IBucket,
+        queue_max_depth: int,
+    ) -> sagemaker.CfnModel:
+        """The SageMaker model: the image, its settings, and the weights' S3 prefix."""
+        config = self.config
+        return sagemaker.CfnModel(
             self,
             "Model",
             execution_role_arn=execution_role.role_arn,
@@ -101,8 +135,11 @@ class SpeechEndpointStack(cdk.Stack):
                 ),
             ),
         )
-        self.model.node.add_dependency(pull)
 
+    def _endpoint_config(self, container_dir: Path) -> sagemaker.CfnEndpointConfig:
+        """One variant, started at the plan's minimum when it scales, else the registry's."""
+        config, scaling = self.config, self.scaling
+        plan = scaling.plan
         initial_count = plan.min_instances if scaling.autoscaling and plan else config.min_instances
         ami_version = self._ami_version(config.instance_type, container_dir)
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
@@ -118,38 +155,36 @@ class SpeechEndpointStack(cdk.Stack):
             ),
             inference_ami_version=ami_version,
         )
-        self.endpoint_config = sagemaker.CfnEndpointConfig(
+        return sagemaker.CfnEndpointConfig(
             self,
             "EndpointConfig",
             production_variants=[variant],
         )
-        self.endpoint = sagemaker.CfnEndpoint(
+
+    def _scaling(self, plan: PlanArtifact) -> tuple[EndpointAutoscaling, EndpointObservability]:
+        """The plan's scaling policy on the endpoint, and the dashboard and alarms that watch it."""
+        config = self.config
+        autoscaling = EndpointAutoscaling(
             self,
-            "Endpoint",
-            endpoint_name=name,
-            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
-            # With autoscaling, a redeploy must keep the instance count the policy chose instead
-            # of resetting it to InitialInstanceCount.
-            retain_all_variant_properties=True if scaling.autoscaling else None,
+            "Autoscaling",
+            model_name=config.model_name,
+            variant_name=config.variant_name,
+            plan=plan,
+            endpoint=self.endpoint,
         )
-        self.autoscaling: EndpointAutoscaling | None = None
-        self.observability: EndpointObservability | None = None
-        if scaling.autoscaling and plan is not None:
-            self.autoscaling = EndpointAutoscaling(
-                self,
-                "Autoscaling",
-                model_name=config.model_name,
-                variant_name=config.variant_name,
-                plan=plan,
-                endpoint=self.endpoint,
-            )
-            self.observability = EndpointObservability(
-                self,
-                "Observability",
-                model_name=config.model_name,
-                variant_name=config.variant_name,
-                plan=plan,
-            )
+        observability = EndpointObservability(
+            self,
+            "Observability",
+            model_name=config.model_name,
+            variant_name=config.variant_name,
+            plan=plan,
+        )
+        return autoscaling, observability
+
+    def _say_scaling(self) -> None:
+        """The plan gate's decision and notes: on the stack for `cdk`, and printed at synthesis."""
+        scaling = self.scaling
+        if self.autoscaling is not None:
             cdk.Annotations.of(self).add_info(scaling.message)
         else:
             cdk.Annotations.of(self).add_warning_v2(
@@ -159,10 +194,7 @@ class SpeechEndpointStack(cdk.Stack):
             cdk.Annotations.of(self).add_warning_v2(f"speech-infra:plan-note-{index}", note)
         print(scaling.message, file=sys.stderr)
         for note in scaling.notes:
-            print(f"{config.model_name}: warning: {note}", file=sys.stderr)
-
-        cdk.CfnOutput(self, "EndpointName", value=self.endpoint.attr_endpoint_name)
-        cdk.CfnOutput(self, "QueueMaxDepth", value=str(queue_max_depth))
+            print(f"{self.config.model_name}: warning: {note}", file=sys.stderr)
 
     def _ami_version(self, instance_type: str, container_dir: Path) -> str | None:
         """A driver for the image's CUDA on GPU instances (speech_infra.ami); else the default."""

@@ -72,7 +72,15 @@ class ModelWeightsSync(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, weights_bucket: s3.IBucket) -> None:
         super().__init__(scope, construct_id)
         self.weights_bucket = weights_bucket
-        self.project = codebuild.Project(
+        self.project = self._project()
+        self._suppress_project_findings()
+        on_event, is_complete = self._handlers()
+        self.provider = self._provider(on_event, is_complete)
+        self._suppress_provider_findings()
+
+    def _project(self) -> codebuild.Project:
+        """The build that copies one revision: its own log group, writes under models/ only."""
+        project = codebuild.Project(
             self,
             "Project",
             description="Copies pinned Hugging Face model revisions into the weights bucket.",
@@ -90,19 +98,23 @@ class ModelWeightsSync(Construct):
                 )
             ),
         )
-        self.project.add_to_role_policy(
+        project.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["s3:PutObject", "s3:AbortMultipartUpload"],
-                resources=[weights_bucket.arn_for_objects(f"{WEIGHTS_PREFIX}/*")],
+                resources=[self.weights_bucket.arn_for_objects(f"{WEIGHTS_PREFIX}/*")],
             )
         )
-        self.project.add_to_role_policy(
+        project.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
-                resources=[weights_bucket.bucket_arn],
+                resources=[self.weights_bucket.bucket_arn],
                 conditions={"StringLike": {"s3:prefix": [f"{WEIGHTS_PREFIX}/*"]}},
             )
         )
+        return project
+
+    def _suppress_project_findings(self) -> None:
+        """cdk-nag findings the project answers by design: no artifacts, prefix-scoped writes."""
         NagSuppressions.add_resource_suppressions(
             self.project,
             [
@@ -136,6 +148,8 @@ class ModelWeightsSync(Construct):
             apply_to_children=True,
         )
 
+    def _handlers(self) -> tuple[lambda_.Function, lambda_.Function]:
+        """The provider's two handlers, one role between them: start a build, then poll it."""
         handler_logs = logs.LogGroup(self, "HandlerLogs", retention=logs.RetentionDays.THREE_MONTHS)
         # One role for both handlers: its own log group and this project's builds, nothing else.
         handler_role = iam.Role(
@@ -172,7 +186,11 @@ class ModelWeightsSync(Construct):
             log_group=handler_logs,
             timeout=cdk.Duration.minutes(1),
         )
-        self.provider = cr.Provider(
+        return on_event, is_complete
+
+    def _provider(self, on_event: lambda_.Function, is_complete: lambda_.Function) -> cr.Provider:
+        """The Provider framework around the handlers, its waiter logged in full."""
+        return cr.Provider(
             self,
             "Provider",
             on_event_handler=on_event,
@@ -190,6 +208,9 @@ class ModelWeightsSync(Construct):
                 level=sfn.LogLevel.ALL,
             ),
         )
+
+    def _suppress_provider_findings(self) -> None:
+        """cdk-nag findings of aws-cdk-lib's Provider framework and its waiter state machine."""
         NagSuppressions.add_resource_suppressions(
             self.provider,
             [

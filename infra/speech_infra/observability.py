@@ -15,6 +15,8 @@ Alarm names are ``speech-{model}-{what}``: ``tts-bench drift`` and ``validate`` 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
@@ -31,6 +33,47 @@ OVER_TARGET_MINUTES = 6
 OVER_TARGET_PERIODS = OVER_TARGET_MINUTES * 6  # of 10 s
 
 
+@dataclass(frozen=True)
+class _Metrics:
+    """What the alarms and the dashboard read, per endpoint variant."""
+
+    first_chunk: cloudwatch.Metric
+    server_errors: cloudwatch.Metric
+    client_errors: cloudwatch.Metric
+    invocations: cloudwatch.Metric
+    model_latency: cloudwatch.Metric
+    concurrency_max: cloudwatch.Metric
+
+
+def _metrics(model_name: str, variant_name: str) -> _Metrics:
+    variant_dims = {"EndpointName": endpoint_name(model_name), "VariantName": variant_name}
+
+    def variant_metric(metric_name: str, statistic: str) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace="AWS/SageMaker",
+            metric_name=metric_name,
+            dimensions_map=variant_dims,
+            statistic=statistic,
+            period=ONE_MINUTE,
+        )
+
+    return _Metrics(
+        first_chunk=cloudwatch.Metric(
+            namespace="TTS/Container",
+            metric_name="FirstChunkLatency",
+            dimensions_map={"Model": model_name},
+            statistic="p95",
+            period=ONE_MINUTE,
+            unit=cloudwatch.Unit.MILLISECONDS,
+        ),
+        server_errors=variant_metric("Invocation5XXErrors", "Sum"),
+        client_errors=variant_metric("Invocation4XXErrors", "Sum"),
+        invocations=variant_metric("Invocations", "Sum"),
+        model_latency=variant_metric("ModelLatency", "p95"),
+        concurrency_max=concurrency_metric(model_name, variant_name, period=TEN_SECONDS),
+    )
+
+
 class EndpointObservability(Construct):
     def __init__(
         self,
@@ -42,40 +85,17 @@ class EndpointObservability(Construct):
         plan: PlanArtifact,
     ) -> None:
         super().__init__(scope, construct_id)
-        endpoint = endpoint_name(model_name)
-        variant_dims = {"EndpointName": endpoint, "VariantName": variant_name}
-
-        first_chunk = cloudwatch.Metric(
-            namespace="TTS/Container",
-            metric_name="FirstChunkLatency",
-            dimensions_map={"Model": model_name},
-            statistic="p95",
-            period=ONE_MINUTE,
-            unit=cloudwatch.Unit.MILLISECONDS,
+        metrics = _metrics(model_name, variant_name)
+        self.first_chunk_alarm, self.server_errors_alarm, self.concurrency_alarm = self._alarms(
+            model_name, plan, metrics
         )
+        self.dashboard = self._dashboard(endpoint_name(model_name), plan, metrics)
 
-        def variant_sum(metric_name: str) -> cloudwatch.Metric:
-            return cloudwatch.Metric(
-                namespace="AWS/SageMaker",
-                metric_name=metric_name,
-                dimensions_map=variant_dims,
-                statistic="Sum",
-                period=ONE_MINUTE,
-            )
-
-        server_errors = variant_sum("Invocation5XXErrors")
-        client_errors = variant_sum("Invocation4XXErrors")
-        invocations = variant_sum("Invocations")
-        model_latency = cloudwatch.Metric(
-            namespace="AWS/SageMaker",
-            metric_name="ModelLatency",
-            dimensions_map=variant_dims,
-            statistic="p95",
-            period=ONE_MINUTE,
-        )
-        concurrency_max = concurrency_metric(model_name, variant_name, period=TEN_SECONDS)
-
-        self.first_chunk_alarm = cloudwatch.Alarm(
+    def _alarms(
+        self, model_name: str, plan: PlanArtifact, metrics: _Metrics
+    ) -> tuple[cloudwatch.Alarm, cloudwatch.Alarm, cloudwatch.Alarm]:
+        """The three alarms, named for `tts-bench drift` and `validate` to find."""
+        first_chunk = cloudwatch.Alarm(
             self,
             "FirstChunkLatencyP95",
             alarm_name=alarm_name(model_name, "FirstChunkLatencyP95"),
@@ -83,26 +103,26 @@ class EndpointObservability(Construct):
                 f"p95 time to first audio chunk above {plan.first_chunk_alarm_ms:g} ms (the plan's "
                 "p95 at concurrency 1): the service time itself has regressed."
             ),
-            metric=first_chunk,
+            metric=metrics.first_chunk,
             threshold=plan.first_chunk_alarm_ms,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=5,
             datapoints_to_alarm=3,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.server_errors_alarm = cloudwatch.Alarm(
+        server_errors = cloudwatch.Alarm(
             self,
             "ServerErrors",
             alarm_name=alarm_name(model_name, "ServerErrors"),
             alarm_description="The endpoint answered with 5XX errors in 2 of the last 3 minutes.",
-            metric=server_errors,
+            metric=metrics.server_errors,
             threshold=0,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=3,
             datapoints_to_alarm=2,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.concurrency_alarm = cloudwatch.Alarm(
+        concurrency = cloudwatch.Alarm(
             self,
             "ConcurrencyOverTarget",
             alarm_name=alarm_name(model_name, "ConcurrencyOverTarget"),
@@ -112,21 +132,26 @@ class EndpointObservability(Construct):
                 "scale-out is not keeping up (max_instances reached, or capacity is slow to "
                 "arrive)."
             ),
-            metric=concurrency_max,
+            metric=metrics.concurrency_max,
             threshold=plan.scaling_target_value,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=OVER_TARGET_PERIODS,
             datapoints_to_alarm=OVER_TARGET_PERIODS,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        return first_chunk, server_errors, concurrency
 
-        self.dashboard = cloudwatch.Dashboard(
+    def _dashboard(
+        self, endpoint: str, plan: PlanArtifact, metrics: _Metrics
+    ) -> cloudwatch.Dashboard:
+        """Concurrency against the plan's thresholds, first chunk latency, traffic, alarms."""
+        dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=endpoint, default_interval=cdk.Duration.hours(3)
         )
-        self.dashboard.add_widgets(
+        dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Concurrent requests per instance (max, 10 s)",
-                left=[concurrency_max],
+                left=[metrics.concurrency_max],
                 left_annotations=[
                     cloudwatch.HorizontalAnnotation(
                         value=plan.scaling_target_value, label="scale-out target"
@@ -139,22 +164,22 @@ class EndpointObservability(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="First chunk latency p95 (ms)",
-                left=[first_chunk],
+                left=[metrics.first_chunk],
                 left_annotations=[
                     cloudwatch.HorizontalAnnotation(value=plan.first_chunk_alarm_ms, label="alarm")
                 ],
                 width=12,
             ),
         )
-        self.dashboard.add_widgets(
+        dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Invocations and errors",
-                left=[invocations],
-                right=[server_errors, client_errors],
+                left=[metrics.invocations],
+                right=[metrics.server_errors, metrics.client_errors],
                 width=12,
             ),
             cloudwatch.GraphWidget(
-                title="Model latency p95 (microseconds)", left=[model_latency], width=6
+                title="Model latency p95 (microseconds)", left=[metrics.model_latency], width=6
             ),
             cloudwatch.AlarmStatusWidget(
                 title="Alarms",
@@ -162,3 +187,4 @@ class EndpointObservability(Construct):
                 width=6,
             ),
         )
+        return dashboard

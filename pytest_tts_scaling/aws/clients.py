@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.load.transports.aws_config import user_config
 
 if TYPE_CHECKING:
     import boto3
@@ -107,14 +108,6 @@ class AwsClients:
 # Unless the user's environment or profile says otherwise: standard mode, 5 attempts in all.
 DEFAULT_RETRY_MODE = "standard"
 DEFAULT_MAX_ATTEMPTS = 5
-
-
-def user_config(profile: str | None) -> Any:
-    """The user's botocore configuration (environment, config file) under `profile`."""
-    import botocore.session
-
-    # boto3 names the implicit profile "default"; botocore then insists that it exists.
-    return botocore.session.Session(profile=None if profile == "default" else profile)
 
 
 def default_retries(profile: str | None) -> dict[str, Any]:

@@ -7,9 +7,13 @@ included), 1 on any error, 2 on bad input.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
+from pytest_tts_scaling.commands.deployed_endpoint import (
+    ENDPOINT_HELP,
+    add_option,
+    with_default_endpoint,
+)
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
 
@@ -43,29 +47,12 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-ENDPOINT_HELP = "SageMaker endpoint to check. Default: speech-MODEL."
-
-
-def add_option(parser: Any, flag: str, *aliases: str, help: str) -> None:
-    """A shared option (same type and dest as the plugin's) with this command's help text."""
-    (spec,) = specs_named(flag)
-    kwargs = spec.kwargs()
-    kwargs["help"] = help
-    parser.add_argument(*aliases, spec.flag, **kwargs)
-
-
-def with_default_endpoint(options: RunOptions) -> RunOptions:
-    """`--endpoint`, else the name infra gives the model's endpoint: `speech-{model}`.
-
-    The command line's default only: under pytest no --endpoint means the local endpoint.
-    """
-    return dataclasses.replace(options, endpoint=options.endpoint or f"speech-{options.model}")
-
-
 def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
     from pytest_tts_scaling.steps.drift import run_drift_step
 
-    report = run_drift_step(with_default_endpoint(RunOptions.from_namespace(vars(args))))
+    options = with_default_endpoint(RunOptions.from_namespace(vars(args)))
+    report = run_drift_step(DeployedInputs.from_options(options))
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1

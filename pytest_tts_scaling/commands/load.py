@@ -276,7 +276,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pytest_tts_scaling.artifacts import write_atomic
     from pytest_tts_scaling.fleet.config import LoadConfig
     from pytest_tts_scaling.fleet.report import summarize_load
-    from pytest_tts_scaling.load.scenario import load_scenario, resolve
+    from pytest_tts_scaling.options import RunOptions
 
     mode, times, duration, requested = schedule(args)
     if args.tts_endpoint:
@@ -293,17 +293,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.expect_workers and not args.master:
         raise InputError("--expect-workers K needs --master")
     users = args.users or args.max_in_flight or max(16, math.ceil(peak_rate(times) * POOL_SECONDS))
-    options = {f"tts_{k}": getattr(args, f"tts_{k}") for k in ("scenario", "model", "transport")}
-    if options["tts_scenario"]:
-        # Worker processes may start elsewhere: they get the file, not a name.
-        found = resolve(options["tts_scenario"], [Path("scenarios")])
-        scenario = load_scenario(found)  # a bad file or an unset key is said here, once
-        if scenario.listener.hang_up is not None:
-            raise InputError(
-                f"{found}: field 'listener.hang_up': load's Locust users do not hang up; expected "
-                "a scenario without it (qmax and ttotal measure hang-ups)"
-            )
-        options["tts_scenario"] = str(found.resolve())
+    # A bad scenario file or an unset key is said here, once.
+    options = RunOptions.from_namespace(
+        {f"tts_{k}": getattr(args, f"tts_{k}") for k in ("scenario", "model", "transport")}
+    )
+    scenario = options.loaded_scenario
+    if scenario is not None and scenario.listener.hang_up is not None:
+        raise InputError(
+            f"{scenario.path}: field 'listener.hang_up': load's Locust users do not hang up; "
+            "expected a scenario without it (qmax and ttotal measure hang-ups)"
+        )
     config = LoadConfig(
         target=target,
         transport=args.tts_transport or "response-stream",
@@ -311,7 +310,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         mode=mode,
         users=users,
         offsets_s=[] if times is None else [float(t) for t in times],
-        options=options,
+        # Worker processes may start elsewhere: they get the file, not a name.
+        scenario=str(scenario.path.resolve()) if scenario is not None and scenario.path else None,
+        model=options.model,
+        component=options.inference_component,
         label=args.users or 0,
     )
     from pytest_tts_scaling.fleet.runner import run_load

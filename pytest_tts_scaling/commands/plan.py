@@ -47,12 +47,12 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.core.plan import report_lines
-    from pytest_tts_scaling.steps.plan import run_plan
+    from pytest_tts_scaling.steps.plan import PlanStepInputs, run_plan
     from pytest_tts_scaling.steps.tracking import record_plan
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
-    options = RunOptions.from_namespace(values)
-    result = run_plan(options)
+    inputs = PlanStepInputs.from_options(RunOptions.from_namespace(values))
+    result = run_plan(inputs)
     for line in report_lines(result.plan):
         print(line)
     for line in result.kept:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"plan written to {result.path}")
     print("paste into infra/speech_infra/registry.py REGISTRY:")
     print(result.plan.config_block)
-    for line in record_plan(result, options):
+    for line in record_plan(result, inputs.tracking):
         print(line)
     if result.stops:
         print(f"plan: FAIL: verdict stop ({', '.join(f.name for f in result.stops)})")

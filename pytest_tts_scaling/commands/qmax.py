@@ -10,6 +10,7 @@ from pytest_tts_scaling.options import RunOptions
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.steps.qmax import LadderResult
+    from pytest_tts_scaling.steps.qmax.inputs import GateInputs
 
 FLAGS = (
     "--endpoint",
@@ -69,51 +70,52 @@ def run(args: argparse.Namespace) -> int:
         load_baseline,
     )
     from pytest_tts_scaling.steps.qmax import run_ladder
-    from pytest_tts_scaling.steps.qmax_words import describe_schedule
+    from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+    from pytest_tts_scaling.steps.qmax.words import describe_schedule
     from pytest_tts_scaling.steps.tracking import record_qmax
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
-    settings = RunOptions.from_namespace(values).for_kind()
-    baseline = load_baseline(settings)
-    if settings.run.dry_run:
-        for line in describe_schedule(settings):
+    inputs = QmaxInputs.from_options(RunOptions.from_namespace(values))
+    baseline = load_baseline(inputs)
+    if inputs.outputs.dry_run:
+        for line in describe_schedule(inputs):
             print(line)
         return 0
-    with open_endpoint(settings.run, log=print) as endpoint:
+    with open_endpoint(inputs.target, log=print) as endpoint:
         if baseline is not None:
-            check_endpoint(baseline, settings.run, endpoint)
+            check_endpoint(baseline, inputs.gates, endpoint)
         with endpoint.frozen() as frozen:
-            result = run_ladder(frozen, settings, progress=lambda line: print(line, flush=True))
+            result = run_ladder(frozen, inputs, progress=lambda line: print(line, flush=True))
     for line in result.summary_lines():
         print(line)
     comparison = None
     if baseline is not None:
-        comparison = compare_with_baseline(baseline, result, settings.run)
+        comparison = compare_with_baseline(baseline, result, inputs.gates)
         for line in comparison.lines():
             print(line)
-    code = gate(result, settings.run, regressed=comparison is not None and not comparison.ok)
-    for line in record_qmax(result, settings.run, comparison):
+    code = gate(result, inputs.gates, regressed=comparison is not None and not comparison.ok)
+    for line in record_qmax(result, inputs, comparison):
         print(line)
     return code
 
 
-def gate(result: LadderResult, run: RunOptions, *, regressed: bool) -> int:
+def gate(result: LadderResult, gates: GateInputs, *, regressed: bool) -> int:
     """The exit code: 1 for no Q_max, a Q_max below --min-qmax, an inconclusive answer with
     --fail-on-inconclusive, or a regression against the baseline."""
     from pytest_tts_scaling.core.next_step import next_step_line
     from pytest_tts_scaling.core.verdicts import doubt_line
     from pytest_tts_scaling.steps.baseline import below_minimum
-    from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+    from pytest_tts_scaling.steps.qmax.words import no_qmax_message
 
     if result.artifact.q_max is None:
         print(f"qmax: FAIL: {no_qmax_message(result.artifact)}")
         if (step := next_step_line(result.artifact, "tts-bench")) is not None:
             print(f"qmax: {step}")
         return 1
-    if (floor := below_minimum(result.artifact, run)) is not None:
+    if (floor := below_minimum(result.artifact, gates)) is not None:
         print(f"qmax: FAIL: {floor}")
         return 1
-    if doubt_line(result.artifact) is not None and run.fail_on_inconclusive:
+    if doubt_line(result.artifact) is not None and gates.fail_on_inconclusive:
         print("qmax: FAIL: the answer is inconclusive (--fail-on-inconclusive)")
         return 1
     return 1 if regressed else 0

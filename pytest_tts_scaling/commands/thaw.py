@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_tts_scaling.commands.drift import add_option
+from pytest_tts_scaling.commands.deployed_endpoint import add_option
 from pytest_tts_scaling.option_table import add_to_argparse, endpoint_name, specs_named
 from pytest_tts_scaling.options import RunOptions
 
@@ -53,8 +53,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
     from pytest_tts_scaling.steps.thaw import run_thaw_step
 
-    endpoint = run_thaw_step(RunOptions.from_namespace(vars(args)), log=print)
+    inputs = DeployedInputs.from_options(RunOptions.from_namespace(vars(args)))
+    endpoint = run_thaw_step(inputs, log=print)
     print(f"thawed {endpoint}")
     return 0

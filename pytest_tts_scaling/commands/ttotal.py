@@ -44,16 +44,15 @@ def run(args: argparse.Namespace) -> int:
     from pytest_tts_scaling.endpoints.factory import open_endpoint
     from pytest_tts_scaling.steps.tracking import record_ttotal
     from pytest_tts_scaling.steps.ttotal import run_ttotal, summary_lines
+    from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
 
     values = {k: v for k, v in vars(args).items() if k.startswith("tts_")}
-    settings = RunOptions.from_namespace(values).for_kind()
-    with open_endpoint(settings.run, log=print) as endpoint:
-        artifact, path = run_ttotal(
-            endpoint, settings, progress=lambda line: print(line, flush=True)
-        )
+    inputs = TtotalInputs.from_options(RunOptions.from_namespace(values))
+    with open_endpoint(inputs.target, log=print) as endpoint:
+        artifact, path = run_ttotal(endpoint, inputs, progress=lambda line: print(line, flush=True))
     for line in [
         *summary_lines(artifact, path),
-        *record_ttotal(artifact, path, settings.run, endpoint.name),
+        *record_ttotal(artifact, path, inputs.tracking, endpoint.name),
     ]:
         print(line)
     return 0

@@ -10,7 +10,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_tts_scaling.commands.drift import ENDPOINT_HELP, add_option, with_default_endpoint
+from pytest_tts_scaling.commands.deployed_endpoint import (
+    ENDPOINT_HELP,
+    add_option,
+    with_default_endpoint,
+)
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
 
@@ -44,9 +48,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
     from pytest_tts_scaling.steps.validate import run_validate_step, verdict_line
 
-    checks = run_validate_step(with_default_endpoint(RunOptions.from_namespace(vars(args))))
+    options = with_default_endpoint(RunOptions.from_namespace(vars(args)))
+    checks = run_validate_step(DeployedInputs.from_options(options))
     for check in checks:
         print(check.line())
     print(verdict_line(checks))

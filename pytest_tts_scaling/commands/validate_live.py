@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_tts_scaling.commands.drift import add_option
+from pytest_tts_scaling.commands.deployed_endpoint import add_option
 from pytest_tts_scaling.option_table import add_to_argparse, specs_named
 from pytest_tts_scaling.options import RunOptions
 
@@ -54,9 +54,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_tts_scaling.steps.deployed import ValidateLiveInputs
     from pytest_tts_scaling.steps.validate_live import checks, run_validate_live
 
-    found = checks(run_validate_live(RunOptions.from_namespace(vars(args)), print))
+    inputs = ValidateLiveInputs.from_options(RunOptions.from_namespace(vars(args)))
+    found = checks(run_validate_live(inputs, print))
     for name, check in found.items():
         print(f"validate_live: {name}: {'ok' if check.ok else 'FAILED'}: {check.detail}")
     failed = [name for name, check in found.items() if not check.ok]

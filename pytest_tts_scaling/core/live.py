@@ -196,7 +196,7 @@ class FleetEvent:
 
 @dataclass
 class FleetLog:
-    """What a fleet did during a run, as the local fleet logs it and as `aws/live.py` reads a
+    """What a fleet did during a run, as the local fleet logs it and as `aws/checks/live.py` reads a
     deployed one back: one record for the checks below, whichever fleet it was."""
 
     initial: list[str] = field(default_factory=list)

@@ -23,9 +23,9 @@ from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core.schema import Rung
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.endpoints.base import Endpoint
+from pytest_tts_scaling.endpoints.target import EndpointTarget
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.transports import Transport
-from pytest_tts_scaling.options import RunOptions
 
 Log = Callable[[str], None]
 
@@ -66,12 +66,12 @@ class SageMakerEndpoint(Endpoint):
                 "InferenceComponentName; expected response-stream"
             )
         if name == "bidi":
-            from pytest_tts_scaling.aws.bidi import SageMakerBidiTransport
+            from pytest_tts_scaling.load.transports.sagemaker_bidi import SageMakerBidiTransport
 
             return SageMakerBidiTransport(self.name, variant=self.variant)
         if name != "response-stream":
             raise ValueError(f"unknown transport {name!r}: expected response-stream or bidi")
-        from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
+        from pytest_tts_scaling.load.transports.sagemaker_stream import SageMakerStreamTransport
 
         return SageMakerStreamTransport(self.name, concurrency=concurrency, variant=self.variant)
 
@@ -91,7 +91,7 @@ class SageMakerEndpoint(Endpoint):
     @contextlib.contextmanager
     def frozen(self) -> Iterator[Endpoint]:
         """Frozen for the block; :meth:`thaw` may end the freeze earlier (the exit is a no-op)."""
-        from pytest_tts_scaling.aws.freeze import freeze
+        from pytest_tts_scaling.aws.lifecycle.freeze import freeze
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(
@@ -136,13 +136,13 @@ class SageMakerEndpoint(Endpoint):
 
 @contextlib.contextmanager
 def open_sagemaker_endpoint(
-    options: RunOptions, *, log: Log, clients: AwsClients | None = None
+    target: EndpointTarget, *, log: Log, clients: AwsClients | None = None
 ) -> Iterator[SageMakerEndpoint]:
     """The endpoint named by `--endpoint`, read once; clients follow boto3's standard chain."""
-    if not options.endpoint:
-        raise ValueError("open_sagemaker_endpoint needs options.endpoint")
+    if not target.endpoint:
+        raise ValueError("open_sagemaker_endpoint needs target.endpoint")
     clients = clients or AwsClients()
-    deployment = read_deployment(clients.sagemaker, options.endpoint, options.inference_component)
+    deployment = read_deployment(clients.sagemaker, target.endpoint, target.inference_component)
     component = f" (inference component {deployment.component})" if deployment.component else ""
     log(
         f"{deployment.endpoint}{component}: {deployment.instance_type}, image "
@@ -151,7 +151,7 @@ def open_sagemaker_endpoint(
     yield SageMakerEndpoint(
         deployment,
         clients=clients,
-        artifacts_dir=options.artifacts_dir,
+        artifacts_dir=target.artifacts_dir,
         log=log,
-        force=options.force,
+        force=target.force,
     )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from pytest_tts_scaling.core.defaults import DEFAULT_MODEL
+from pytest_tts_scaling.load.scenario import load_scenario
 from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S
 from pytest_tts_scaling.load.workload import Workload, workload_for
-from pytest_tts_scaling.options import RunOptions
 
 
 @dataclass
@@ -22,7 +24,11 @@ class LoadConfig:
     offsets_s: list[float] = field(default_factory=list)
     worker_index: int = 0
     worker_count: int = 1
-    options: dict[str, Any] = field(default_factory=dict)
+    # The workload: the scenario file (a resolved path: workers may start elsewhere), the model
+    # named in requests and the inference component they name.
+    scenario: str | None = None
+    model: str = DEFAULT_MODEL
+    component: str | None = None
     timeout_s: float = INVOCATION_LIMIT_S
     label: int = 0
 
@@ -34,5 +40,10 @@ class LoadConfig:
         return cls(**data)
 
     def workload(self) -> Workload:
-        options = RunOptions.from_namespace(self.options)
-        return workload_for(options, self.kind)
+        return workload_for(
+            load_scenario(Path(self.scenario)) if self.scenario else None,
+            model=self.model,
+            component=self.component,
+            transport=self.transport,
+            endpoint_kind=self.kind,
+        )

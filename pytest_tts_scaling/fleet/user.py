@@ -320,7 +320,7 @@ class SageMakerStreamUser(StreamingUser):
             import boto3
             from botocore.config import Config
 
-            from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
+            from pytest_tts_scaling.load.transports.sagemaker_stream import SageMakerStreamTransport
 
             users = max(1, state.config.users)
             cls._transport = SageMakerStreamTransport(state.config.target, concurrency=users)
@@ -338,7 +338,7 @@ class SageMakerStreamUser(StreamingUser):
     def exchange(self, spec: RequestSpec, timer: StreamTimer) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from pytest_tts_scaling.aws.stream import finish_client_error
+        from pytest_tts_scaling.load.transports.sagemaker_stream import finish_client_error
 
         assert self.state is not None
         client, transport = self.client(self.state)

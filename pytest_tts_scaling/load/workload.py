@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from pytest_tts_scaling.core.decoding import ResponseFormat
+from pytest_tts_scaling.core.defaults import DEFAULT_MODEL
 from pytest_tts_scaling.core.records import AudioFormat, HangUp, HttpRequest, RequestSpec
 from pytest_tts_scaling.errors import InputError
 from pytest_tts_scaling.load.scenario import Scenario, template_environment
-from pytest_tts_scaling.options import DEFAULT_MODEL, RunOptions
 
 DEFAULT_TEXTS: tuple[str, ...] = (
     "Your order has shipped and should arrive on Thursday afternoon.",
@@ -182,18 +182,23 @@ class Workload:
         )
 
 
-def workload_for(options: RunOptions, endpoint_kind: str) -> Workload:
+def workload_for(
+    scenario: Scenario | None,
+    *,
+    model: str,
+    component: str | None,
+    transport: str,
+    endpoint_kind: str,
+) -> Workload:
     """The scenario's workload when --scenario named one, else the built-in texts."""
-    if options.loaded_scenario is not None:
-        workload = Workload.from_scenario(
-            options.loaded_scenario, model=options.model, component=options.inference_component
-        )
-        if workload.hang_up is not None and options.transport not in HANG_UP_TRANSPORTS:
+    if scenario is not None:
+        workload = Workload.from_scenario(scenario, model=model, component=component)
+        if workload.hang_up is not None and transport not in HANG_UP_TRANSPORTS:
             raise InputError(
-                f"{options.loaded_scenario.path}: field 'listener.hang_up': a listener hangs up "
+                f"{scenario.path}: field 'listener.hang_up': a listener hangs up "
                 f"on the response-stream transport; expected --transport response-stream, not "
-                f"{options.transport}"
+                f"{transport}"
             )
         return workload
     base = Workload.default_for(endpoint_kind)
-    return replace(base, model=options.model, component=options.inference_component)
+    return replace(base, model=model, component=component)

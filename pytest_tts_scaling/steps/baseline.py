@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     from pytest_tts_scaling.core.compare import Comparison
     from pytest_tts_scaling.core.schema import QmaxArtifact
     from pytest_tts_scaling.endpoints.base import Endpoint
-    from pytest_tts_scaling.options import ResolvedOptions, RunOptions
     from pytest_tts_scaling.steps.qmax import LadderResult
+    from pytest_tts_scaling.steps.qmax.inputs import GateInputs, QmaxInputs
 
 
-def load_baseline(settings: ResolvedOptions) -> QmaxArtifact | None:
+def load_baseline(inputs: QmaxInputs) -> QmaxArtifact | None:
     """The --baseline artifact, refused early when its model, transport, SLO or the SLO's clock
     is not this run's.
 
@@ -30,21 +30,21 @@ def load_baseline(settings: ResolvedOptions) -> QmaxArtifact | None:
     from pytest_tts_scaling.core.compare import check_clock, check_identity
     from pytest_tts_scaling.core.schema import QmaxArtifact
 
-    run = settings.run
-    if run.baseline is None:
+    gates = inputs.gates
+    if gates.baseline is None:
         return None
-    if isinstance(run.baseline, str):
-        baseline = fetched_baseline(run.baseline)
+    if isinstance(gates.baseline, str):
+        baseline = fetched_baseline(gates.baseline)
     else:
-        baseline = load(run.baseline, QmaxArtifact)
-    names = {"baseline_name": f"baseline {run.baseline}", "new_name": "this run"}
-    check_clock(baseline, run.slo_metric, **names)
+        baseline = load(gates.baseline, QmaxArtifact)
+    names = {"baseline_name": f"baseline {gates.baseline}", "new_name": "this run"}
+    check_clock(baseline, inputs.slo.metric, **names)
     check_identity(
         baseline,
-        model=run.model,
-        transport=run.transport,
-        slo_ms=settings.slo_ms,
-        allow_mismatch=run.allow_config_mismatch,
+        model=inputs.workload.model,
+        transport=inputs.workload.transport,
+        slo_ms=inputs.slo.ms,
+        allow_mismatch=gates.allow_config_mismatch,
         **names,
     )
     return baseline
@@ -78,21 +78,21 @@ def fetched_baseline(reference: str) -> QmaxArtifact:
         return load(path, QmaxArtifact)
 
 
-def check_endpoint(baseline: QmaxArtifact, run: RunOptions, endpoint: Endpoint) -> None:
+def check_endpoint(baseline: QmaxArtifact, gates: GateInputs, endpoint: Endpoint) -> None:
     """Refuse a baseline of another fingerprint before freezing and measuring the endpoint."""
     from pytest_tts_scaling.core.compare import check_identity
 
     check_identity(
         baseline,
         slug=endpoint.slug,
-        allow_mismatch=run.allow_config_mismatch,
-        baseline_name=f"baseline {run.baseline}",
+        allow_mismatch=gates.allow_config_mismatch,
+        baseline_name=f"baseline {gates.baseline}",
         new_name=f"endpoint {endpoint.name}",
     )
 
 
 def compare_with_baseline(
-    baseline: QmaxArtifact, result: LadderResult, run: RunOptions
+    baseline: QmaxArtifact, result: LadderResult, gates: GateInputs
 ) -> Comparison:
     """The measured ladder against the baseline, as `tts-bench compare` holds them."""
     from pytest_tts_scaling.core.compare import compare_qmax
@@ -100,20 +100,20 @@ def compare_with_baseline(
     return compare_qmax(
         baseline,
         result.artifact,
-        tolerance=run.regression_tolerance,
-        allow_config_mismatch=run.allow_config_mismatch,
-        baseline_name=f"baseline {run.baseline}",
+        tolerance=gates.regression_tolerance,
+        allow_config_mismatch=gates.allow_config_mismatch,
+        baseline_name=f"baseline {gates.baseline}",
         new_name=str(result.path),
     )
 
 
-def below_minimum(artifact: QmaxArtifact, run: RunOptions) -> str | None:
+def below_minimum(artifact: QmaxArtifact, gates: GateInputs) -> str | None:
     """Why Q_max fails the --min-qmax floor, or None when it meets it (or none was given)."""
-    if run.min_qmax is None:
+    if gates.min_qmax is None:
         return None
     q_max = artifact.q_max or 0
-    if q_max >= run.min_qmax:
+    if q_max >= gates.min_qmax:
         return None
     from pytest_tts_scaling.core.spelling import both_flags
 
-    return f"Q_max {q_max} is below {both_flags('--min-qmax')} {run.min_qmax}"
+    return f"Q_max {q_max} is below {both_flags('--min-qmax')} {gates.min_qmax}"

@@ -9,18 +9,52 @@ Each front door then prints or reports the result and fails on a stop finding.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, fields
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
+from pytest_tts_scaling.core.plan.inputs import PlanInputs
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.steps.inputs import StepInputs, TrackingInputs, given_files, named_alike
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.plan import PlanOutcome
     from pytest_tts_scaling.core.plan.candidates import Priced
     from pytest_tts_scaling.core.schema import Finding, PlanArtifact
-    from pytest_tts_scaling.options import RunOptions
+
+
+class PlanStepInputs(StepInputs):
+    """What the plan step takes: the artifacts (a pair per instance type), the price file that
+    weighs them, the operator's choices, where the plan is written, and MLflow."""
+
+    qmax_artifacts: tuple[Path, ...] = ()
+    ttotal_artifacts: tuple[Path, ...] = ()
+    prices: Path | None = None
+    choices: PlanInputs
+    artifacts_dir: Path = Path("reports")
+    tracking: TrackingInputs
+
+    @classmethod
+    def from_options(cls, options: RunOptions) -> PlanStepInputs:
+        """The one builder; artifacts are identified by file name only in the plan's inputs,
+        so the same files give the same plan wherever they lie."""
+        return cls(
+            qmax_artifacts=given_files(options.qmax_artifacts, options.qmax_artifact),
+            ttotal_artifacts=given_files(options.ttotal_artifacts, options.ttotal_artifact),
+            prices=options.prices,
+            choices=PlanInputs(
+                **named_alike(
+                    options,
+                    (field.name for field in fields(PlanInputs)),
+                    qmax_name=_name(options.qmax_artifact),
+                    ttotal_name=_name(options.ttotal_artifact),
+                )
+            ),
+            artifacts_dir=options.artifacts_dir,
+            tracking=TrackingInputs.from_options(options),
+        )
 
 
 @dataclass(frozen=True)
@@ -40,16 +74,14 @@ class PlanRun:
         return [f for f in self.plan.findings if f.verdict == "stop"]
 
 
-def run_plan(options: RunOptions) -> PlanRun:
+def run_plan(inputs: PlanStepInputs) -> PlanRun:
     """Plan from --qmax-artifact and --ttotal-artifact (one pair per instance type, weighed by
     --prices); raises InputError on any bad input."""
     from pytest_tts_scaling.artifacts import kept_lines, load, save_keeping
-    from pytest_tts_scaling.core.plan import inputs_from_options
     from pytest_tts_scaling.core.plan.candidates import pair_measurements, plan_candidates
     from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, plan_filename
 
-    qmax_files = options.qmax_artifacts or _one(options.qmax_artifact)
-    ttotal_files = options.ttotal_artifacts or _one(options.ttotal_artifact)
+    qmax_files, ttotal_files = inputs.qmax_artifacts, inputs.ttotal_artifacts
     given = {"--qmax-artifact": qmax_files, "--ttotal-artifact": ttotal_files}
     missing = [flag for flag, paths in given.items() if not paths]
     if missing:
@@ -62,14 +94,14 @@ def run_plan(options: RunOptions) -> PlanRun:
         [(path.name, load(path, QmaxArtifact)) for path in qmax_files],
         [(path.name, load(path, TtotalArtifact)) for path in ttotal_files],
     )
-    priced = read_prices(options.prices) if options.prices is not None else None
-    outcome = plan_candidates(measured, inputs_from_options(options), priced)
-    path = Path(options.artifacts_dir) / plan_filename(outcome.artifact.model)
+    priced = read_prices(inputs.prices) if inputs.prices is not None else None
+    outcome = plan_candidates(measured, inputs.choices, priced)
+    path = inputs.artifacts_dir / plan_filename(outcome.artifact.model)
     return PlanRun(outcome, path, kept_lines(save_keeping(outcome.artifact, path)))
 
 
-def _one(path: Path | None) -> tuple[Path, ...]:
-    return () if path is None else (path,)
+def _name(path: Path | None) -> str | None:
+    return PurePath(path).name if path else None
 
 
 def read_prices(path: Path) -> Priced:

@@ -13,21 +13,22 @@ from typing import TYPE_CHECKING
 from pytest_tts_scaling.steps.drift import deployed_endpoint
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.options import RunOptions
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
 
 
-def run_thaw_step(options: RunOptions, *, log: Callable[[str], None]) -> str:
-    """Thaw the endpoint (or its inference component) the options name; returns its name."""
+def run_thaw_step(inputs: DeployedInputs, *, log: Callable[[str], None]) -> str:
+    """Thaw the endpoint (or its inference component) the inputs name; returns its name."""
     from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.freeze import thaw
+    from pytest_tts_scaling.aws.lifecycle.freeze import thaw
 
-    endpoint = deployed_endpoint(options, "thaw")
+    endpoint = deployed_endpoint(inputs, "thaw")
+    target = inputs.target
     thaw(
         AwsClients(),
         endpoint,
-        artifacts_dir=options.artifacts_dir,
+        artifacts_dir=target.artifacts_dir,
         log=log,
-        component=options.inference_component,
-        force=options.force,
+        component=target.inference_component,
+        force=target.force,
     )
     return endpoint

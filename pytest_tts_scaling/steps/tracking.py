@@ -25,27 +25,24 @@ from pytest_tts_scaling.core.tracking import (
 if TYPE_CHECKING:
     from pytest_tts_scaling.core.compare import Comparison
     from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact
-    from pytest_tts_scaling.options import RunOptions
     from pytest_tts_scaling.report.extras import Shown
+    from pytest_tts_scaling.steps.inputs import TrackingInputs
     from pytest_tts_scaling.steps.plan import PlanRun
     from pytest_tts_scaling.steps.qmax import LadderResult
+    from pytest_tts_scaling.steps.qmax.inputs import GateInputs, QmaxInputs
 
 FAIL = "fail"
 INCONCLUSIVE = "inconclusive"
 
 
-def experiment_name(run: RunOptions) -> str:
-    return run.mlflow_experiment or f"tts-scaling-{run.model}"
-
-
-def run_name(run: RunOptions, step: str, subject: str) -> str:
+def run_name(tracking: TrackingInputs, step: str, subject: str) -> str:
     """`NAME STEP`: --mlflow-run-name, else what was measured (the endpoint's name)."""
-    return f"{run.mlflow_run_name or subject} {step}"
+    return f"{tracking.run_name or subject} {step}"
 
 
-def scenario_params(record: RunRecord, run: RunOptions) -> None:
+def scenario_params(record: RunRecord, tracking: TrackingInputs) -> None:
     """The workload file's name and a hash of what it holds (its path left out)."""
-    scenario = run.loaded_scenario
+    scenario = tracking.scenario
     if scenario is None:
         record.param("scenario", "none (built-in texts)")
         return
@@ -54,25 +51,27 @@ def scenario_params(record: RunRecord, run: RunOptions) -> None:
     record.param("scenario_hash", hashlib.sha256(text.encode()).hexdigest()[:16])
 
 
-def qmax_verdict(artifact: QmaxArtifact, run: RunOptions, comparison: Comparison | None) -> Verdict:
+def qmax_verdict(
+    artifact: QmaxArtifact, gates: GateInputs, comparison: Comparison | None
+) -> Verdict:
     """The qmax step's gates as `tts-bench qmax` exits on them: no Q_max, the --min-qmax floor,
     a regression against the baseline, an inconclusive answer (failing with
     --fail-on-inconclusive), a run that stopped early."""
     from pytest_tts_scaling.core.verdicts import doubt_line
     from pytest_tts_scaling.steps.baseline import below_minimum
-    from pytest_tts_scaling.steps.qmax_words import no_qmax_message
+    from pytest_tts_scaling.steps.qmax.words import no_qmax_message
 
     failed: list[str] = []
     if not artifact.complete:
         failed.append(f"stopped early: {artifact.stop_reason}")
     if artifact.q_max is None:
         failed.append(no_qmax_message(artifact))
-    elif (floor := below_minimum(artifact, run)) is not None:
+    elif (floor := below_minimum(artifact, gates)) is not None:
         failed.append(floor)
     if comparison is not None and not comparison.ok:
         failed.append(comparison.verdict_line())
     doubt = doubt_line(artifact)
-    if doubt is not None and run.fail_on_inconclusive:
+    if doubt is not None and gates.fail_on_inconclusive:
         failed.append(doubt)
     if failed:
         return Verdict(FAIL, tuple(failed))
@@ -94,7 +93,7 @@ def ttotal_verdict(artifact: TtotalArtifact) -> Verdict:
 
 
 def record_qmax(
-    result: LadderResult, run: RunOptions, comparison: Comparison | None = None
+    result: LadderResult, inputs: QmaxInputs, comparison: Comparison | None = None
 ) -> list[str]:
     """The qmax run: the artifact, its per-request records and inputs, and its page."""
     from pytest_tts_scaling.report.extras import Shown
@@ -102,8 +101,8 @@ def record_qmax(
     artifact = result.artifact
 
     def build() -> RunRecord:
-        record = qmax_record(artifact, qmax_verdict(artifact, run, comparison))
-        scenario_params(record, run)
+        record = qmax_record(artifact, qmax_verdict(artifact, inputs.gates, comparison))
+        scenario_params(record, inputs.tracking)
         image_commit = artifact.deployed_config.container_env.get("GIT_COMMIT") or (
             artifact.provenance.git_commit
             if artifact.deployed_config.instance_type == "local"
@@ -116,25 +115,26 @@ def record_qmax(
             record.metric("baseline_regressions", len(comparison.regressions))
         return record
 
-    inputs = result.path.with_name(artifact.inputs_file) if artifact.inputs_file else None
-    files = [result.path, result.records_path, *([inputs] if inputs else [])]
-    return _record("qmax", run, artifact.endpoint, build, files, Shown(artifact, result.path))
+    sent = result.path.with_name(artifact.inputs_file) if artifact.inputs_file else None
+    files = [result.path, result.records_path, *([sent] if sent else [])]
+    shown = Shown(artifact, result.path)
+    return _record("qmax", inputs.tracking, artifact.endpoint, build, files, shown)
 
 
 def record_ttotal(
-    artifact: TtotalArtifact, path: Path, run: RunOptions, endpoint: str
+    artifact: TtotalArtifact, path: Path, tracking: TrackingInputs, endpoint: str
 ) -> list[str]:
     from pytest_tts_scaling.report.extras import Shown, timed_stages
 
     def build() -> RunRecord:
         record = ttotal_record(artifact, ttotal_verdict(artifact), timed_stages(artifact))
-        scenario_params(record, run)
+        scenario_params(record, tracking)
         return record
 
-    return _record("ttotal", run, endpoint, build, [path], Shown(artifact, path))
+    return _record("ttotal", tracking, endpoint, build, [path], Shown(artifact, path))
 
 
-def record_plan(result: PlanRun, run: RunOptions) -> list[str]:
+def record_plan(result: PlanRun, tracking: TrackingInputs) -> list[str]:
     from pytest_tts_scaling.report.extras import Shown
 
     plan = result.plan
@@ -142,7 +142,7 @@ def record_plan(result: PlanRun, run: RunOptions) -> list[str]:
     verdict = Verdict(FAIL, stops) if stops else Verdict(PASS)
     return _record(
         "plan",
-        run,
+        tracking,
         plan.slug,
         lambda: plan_record(plan, verdict),
         [result.path],
@@ -152,19 +152,19 @@ def record_plan(result: PlanRun, run: RunOptions) -> list[str]:
 
 def _record(
     step: str,
-    run: RunOptions,
+    tracking: TrackingInputs,
     subject: str,
     build: Callable[[], RunRecord],
     files: Sequence[Path],
     shown: Shown,
 ) -> list[str]:
     """Write the step's page beside its artifact, then record the run; any failure is one line."""
-    if not run.mlflow:
+    if not tracking.enabled:
         return []
     from pytest_tts_scaling.optional import missing_extra
     from pytest_tts_scaling.report.pages import view_for, write_page
 
-    experiment = experiment_name(run)
+    experiment = tracking.experiment
     try:
         page = write_page(view_for(shown), shown.path.with_suffix(".html"))
         from pytest_tts_scaling.tracking.mlflow_runs import record_run, tracking_uri
@@ -173,7 +173,7 @@ def _record(
             build(),
             [*files, page],
             experiment=experiment,
-            run_name=run_name(run, step, subject),
+            run_name=run_name(tracking, step, subject),
         )
         where = tracking_uri()
     except Exception as exc:

@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING
 from pytest_tts_scaling.steps.drift import deployed_endpoint, plan_for
 
 if TYPE_CHECKING:
-    from pytest_tts_scaling.aws.validate import FieldCheck
-    from pytest_tts_scaling.options import RunOptions
+    from pytest_tts_scaling.aws.checks.validate import FieldCheck
+    from pytest_tts_scaling.steps.deployed import DeployedInputs
 
 
-def run_validate_step(options: RunOptions) -> list[FieldCheck]:
+def run_validate_step(inputs: DeployedInputs) -> list[FieldCheck]:
     """Each planned field read back from the endpoint (or its inference component). Read-only."""
+    from pytest_tts_scaling.aws.checks.validate import run_validate
     from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.aws.validate import run_validate
 
-    endpoint = deployed_endpoint(options, "validate")
-    plan = plan_for(options, required=True)
-    return run_validate(AwsClients(), endpoint, plan, component=options.inference_component)
+    endpoint = deployed_endpoint(inputs, "validate")
+    plan = plan_for(inputs, required=True)
+    return run_validate(AwsClients(), endpoint, plan, component=inputs.target.inference_component)
 
 
 def verdict_line(checks: list[FieldCheck]) -> str:

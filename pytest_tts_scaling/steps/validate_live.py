@@ -15,7 +15,7 @@ the local fleet:
    never enters this one) against the fleet's router, while the fleet scales by the plan.
 
 With `--endpoint NAME` the plan is the deployed model's plan artifact and its traffic runs at the
-plan's own pace against the SageMaker endpoint, while `aws/live.py` reads what the fleet did.
+plan's own pace against the SageMaker endpoint, while `aws/checks/live.py` reads what the fleet did.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from pytest_tts_scaling.fleet.localfleet import LocalFleet
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.aws.clients import AwsClients
-    from pytest_tts_scaling.options import RunOptions
+    from pytest_tts_scaling.steps.deployed import DeployedInputs, ValidateLiveInputs
 
 MODEL = "calibration"
 # Above one request's 0.4 s, so the plan has a queueing budget (W_max); below the 0.45 s a 17th
@@ -83,6 +83,7 @@ def measure_qmax(workdir: Path, progress: Progress) -> QmaxArtifact:
     from pytest_tts_scaling.endpoints.base import UrlEndpoint
     from pytest_tts_scaling.options import RunOptions
     from pytest_tts_scaling.steps.qmax import run_ladder
+    from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
 
     with instance() as server:
         options = RunOptions(
@@ -95,7 +96,8 @@ def measure_qmax(workdir: Path, progress: Progress) -> QmaxArtifact:
             gap_s=GAP_S,
             artifacts_dir=workdir,
         )
-        result = run_ladder(UrlEndpoint(server.base_url), options.for_kind(), progress=progress)
+        inputs = QmaxInputs.from_options(options)
+        result = run_ladder(UrlEndpoint(server.base_url), inputs, progress=progress)
     for line in result.summary_lines():
         progress(line)
     return result.artifact
@@ -287,61 +289,62 @@ def live_run(
     )
 
 
-def run_validate_live(options: RunOptions, progress: Progress) -> LiveRun:
+def run_validate_live(inputs: ValidateLiveInputs, progress: Progress) -> LiveRun:
     """The plan under live load: the rehearsal on a local fleet with no endpoint named, the
     deployed plan at its own pace with `--endpoint NAME`; refused (InputError) on a plain URL or
     an inference component. Artifacts go to ARTIFACTS_DIR/validate-live/."""
-    if options.kind == "url":
+    target = inputs.target
+    if target.kind == "url":
         raise InputError(
             "--endpoint-url: a plain URL has no scaling activity or per-instance "
             "in-flight to read; expected --endpoint NAME (a SageMaker endpoint with the plan "
             "deployed) or neither (the rehearsal on a local fleet)"
         )
-    if options.kind == "sagemaker" and options.inference_component:
+    if target.kind == "sagemaker" and target.inference_component:
         raise InputError(
             f"{both_flags('--inference-component')}: validate_live reads a variant's instances, "
             "not an inference component's copies; expected --endpoint NAME alone"
         )
-    workdir = options.artifacts_dir / "validate-live"
+    workdir = target.artifacts_dir / "validate-live"
     workdir.mkdir(parents=True, exist_ok=True)
-    if options.kind == "sagemaker":
-        return deployed_run(options, workdir, progress)
+    if target.kind == "sagemaker":
+        return deployed_run(inputs, workdir, progress)
     return replay(rehearsal_plan(workdir, progress), workdir, progress)
 
 
-def deployed_run(options: RunOptions, workdir: Path, progress: Progress) -> LiveRun:
+def deployed_run(inputs: ValidateLiveInputs, workdir: Path, progress: Progress) -> LiveRun:
     """The plan's traffic at its own pace against the SageMaker endpoint; what its fleet did is
     read from Application Auto Scaling, DescribeEndpoint and CloudWatch."""
     from pytest_tts_scaling.aws.clients import AwsClients
     from pytest_tts_scaling.load.host import usable_cores
 
-    assert options.endpoint is not None
-    load_args = ["--model", options.model, "--transport", options.transport]
-    if options.scenario:
-        load_args += ["--scenario", options.scenario]
+    assert inputs.target.endpoint is not None
+    load_args = ["--model", inputs.model, "--transport", inputs.transport]
+    if inputs.scenario:
+        load_args += ["--scenario", inputs.scenario]
     if (cores := len(usable_cores())) > 1:
         # A fleet's peak is more streams than one process keeps time for: one per core.
         load_args += ["--processes", str(cores)]
-    outcome = deployed_plan(options, progress)
+    outcome = deployed_plan(inputs, progress)
     return replay_deployed(
         outcome,
         workdir,
         progress,
         clients=AwsClients(),
-        endpoint=options.endpoint,
+        endpoint=inputs.target.endpoint,
         load_args=load_args,
     )
 
 
-def deployed_plan(options: RunOptions, progress: Progress) -> PlanOutcome:
+def deployed_plan(inputs: DeployedInputs, progress: Progress) -> PlanOutcome:
     """The plan behind the deployment: its curve and policy as it stored them (the traffic and
     the prediction need both); a schema 1 plan, which holds neither, from the artifacts it
     names."""
     from pytest_tts_scaling.artifacts import load
-    from pytest_tts_scaling.core.schema import PlanArtifact, plan_filename
+    from pytest_tts_scaling.core.schema import PlanArtifact
     from pytest_tts_scaling.report.plan import plan_outcome
 
-    path = options.plan_artifact or Path(options.artifacts_dir) / plan_filename(options.model)
+    path = inputs.plan_path
     if not path.is_file():
         raise InputError(
             f"no plan at {path}: expected the deployed model's plan artifact (tts-bench plan "
@@ -366,8 +369,8 @@ def replay_deployed(
 ) -> LiveRun:
     """The validate_live traffic at the plan's own pace against the endpoint, by `tts-bench load
     --trace --endpoint`, while its instance counts are polled; then the fleet's log read back."""
+    from pytest_tts_scaling.aws.checks.live import DeployedFleet, fleet_json
     from pytest_tts_scaling.aws.fingerprint import read_deployment
-    from pytest_tts_scaling.aws.live import DeployedFleet, fleet_json
 
     deployment = read_deployment(clients.sagemaker, endpoint)
     traffic = traffic_for(outcome, 1.0)

@@ -379,12 +379,12 @@ def make_plan(**overrides: Any) -> PlanArtifact:
 def run_control_plane(clients: Any, artifacts_dir: Any) -> Deployed:
     """What a run does to a deployed endpoint on moto: freeze (lock, suspend, pin) and its
     restore with a lock let go on the way, thaw, drift, validate and the rungs' CloudWatch join."""
+    from pytest_tts_scaling.aws.checks.drift import run_drift
+    from pytest_tts_scaling.aws.checks.validate import run_validate
     from pytest_tts_scaling.aws.cloudwatch import annotate_rungs
-    from pytest_tts_scaling.aws.drift import run_drift
     from pytest_tts_scaling.aws.fingerprint import describe_endpoint
-    from pytest_tts_scaling.aws.freeze import freeze, thaw
-    from pytest_tts_scaling.aws.lock import abandon_lock, read_locks
-    from pytest_tts_scaling.aws.validate import run_validate
+    from pytest_tts_scaling.aws.lifecycle.freeze import freeze, thaw
+    from pytest_tts_scaling.aws.lifecycle.lock import abandon_lock, read_locks
 
     d = deploy(unique(), instances=2)
     arn = (describe_endpoint(clients.sagemaker, d.endpoint) or {})["EndpointArn"]

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.freeze import freeze
-from pytest_tts_scaling.aws.signals import Terminated
+from pytest_tts_scaling.aws.lifecycle.freeze import freeze
+from pytest_tts_scaling.aws.lifecycle.signals import Terminated
 from pytest_tts_scaling.errors import InputError
 
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.stages import log_group
+from pytest_tts_scaling.aws.scaleout.stages import log_group
 from tests.aws.aws_helpers import FakeClock, client, desired_count
 
 

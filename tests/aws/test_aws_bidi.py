@@ -19,11 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_tts_scaling.aws.bidi import BidiSession, BidiStreamBroken, SageMakerBidiTransport
 from pytest_tts_scaling.aws.fingerprint import Deployment
 from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
 from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
 from pytest_tts_scaling.errors import InputError
+from pytest_tts_scaling.load.transports.sagemaker_bidi import (
+    BidiSession,
+    BidiStreamBroken,
+    SageMakerBidiTransport,
+)
 
 PCM = b"\x02\x00" * 1200
 
@@ -223,7 +227,7 @@ def test_the_runtime_endpoint_follows_the_standard_endpoint_settings(
 ) -> None:
     import boto3
 
-    from pytest_tts_scaling.aws.bidi import ENDPOINT_ENV, runtime_endpoint
+    from pytest_tts_scaling.load.transports.sagemaker_bidi import ENDPOINT_ENV, runtime_endpoint
 
     session = boto3.Session()
     # AWS_ENDPOINT_URL (here: moto) applies to the HTTP/2 runtime as to every service.

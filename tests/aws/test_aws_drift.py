@@ -13,9 +13,9 @@ from pathlib import Path
 import boto3
 from botocore.stub import Stubber
 
+from pytest_tts_scaling.aws.checks.drift import DriftReport, run_drift
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.drift import DriftReport, run_drift
-from pytest_tts_scaling.aws.snapshot import snapshot_path
+from pytest_tts_scaling.aws.lifecycle.snapshot import snapshot_path
 from tests.aws.aws_helpers import deploy, make_plan, record_operations, suspend, unique
 
 

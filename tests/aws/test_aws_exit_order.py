@@ -13,14 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.snapshot import snapshot_path
+from pytest_tts_scaling.aws.lifecycle.snapshot import snapshot_path
 from pytest_tts_scaling.calibration import SerialStreamServer
 from pytest_tts_scaling.core.schema import Rung
 from pytest_tts_scaling.endpoints.base import Endpoint, UrlEndpoint
 from pytest_tts_scaling.endpoints.sagemaker import open_sagemaker_endpoint
-from pytest_tts_scaling.options import RunOptions
+from pytest_tts_scaling.endpoints.target import EndpointTarget
 from pytest_tts_scaling.steps.qmax import run_ladder
 from tests.aws.aws_helpers import deploy, desired_count, lock_keys, suspended, unique
+from tests.factories import qmax_inputs
 
 ALL_FALSE = dict.fromkeys(
     ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended"), False
@@ -56,7 +57,7 @@ def test_the_ladder_thaws_before_the_cloudwatch_join(tmp_path: Path) -> None:
     events: list[str] = []
     with SerialStreamServer(service_s=0.05, first_audio_s=0.02) as server:
         endpoint = Recording(server.base_url, events)
-        settings = RunOptions(
+        settings = qmax_inputs(
             endpoint_url=server.base_url,
             ladder=(1,),
             hold_s=1.5,
@@ -64,7 +65,7 @@ def test_the_ladder_thaws_before_the_cloudwatch_join(tmp_path: Path) -> None:
             gap_s=0.0,
             slo_ms=1000.0,
             artifacts_dir=tmp_path,
-        ).for_kind()
+        )
         with endpoint.frozen() as frozen:
             run_ladder(frozen, settings, progress=lambda line: None)
     assert events[0] == "frozen"
@@ -76,10 +77,10 @@ def test_thaw_restores_the_endpoint_inside_the_frozen_block_and_the_exit_does_no
     clients: AwsClients, tmp_path: Path
 ) -> None:
     d = deploy(unique(), instances=3)
-    options = RunOptions(endpoint=d.endpoint, artifacts_dir=tmp_path)
+    target = EndpointTarget(endpoint=d.endpoint, artifacts_dir=tmp_path)
     lines: list[str] = []
     with (
-        open_sagemaker_endpoint(options, log=lines.append, clients=clients) as endpoint,
+        open_sagemaker_endpoint(target, log=lines.append, clients=clients) as endpoint,
         endpoint.frozen() as frozen,
     ):
         assert desired_count(d.endpoint) == 1

@@ -14,12 +14,12 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from pytest_tts_scaling.aws.capacity import RestoreInterrupted
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout
-from pytest_tts_scaling.aws.freeze import freeze, thaw
-from pytest_tts_scaling.aws.restore import restore
-from pytest_tts_scaling.aws.signals import Terminated
-from pytest_tts_scaling.aws.snapshot import FreezeSnapshot, read_snapshot, snapshot_path
+from pytest_tts_scaling.aws.lifecycle.capacity import RestoreInterrupted
+from pytest_tts_scaling.aws.lifecycle.freeze import freeze, thaw
+from pytest_tts_scaling.aws.lifecycle.restore import restore
+from pytest_tts_scaling.aws.lifecycle.signals import Terminated
+from pytest_tts_scaling.aws.lifecycle.snapshot import FreezeSnapshot, read_snapshot, snapshot_path
 from pytest_tts_scaling.errors import ArtifactError, InputError
 from tests.aws.aws_helpers import (
     ALL_FALSE,
@@ -187,7 +187,7 @@ def _hard_killed(clients: AwsClients, tmp_path: Path, endpoint: str) -> Path:
     """What a SIGKILLed run leaves: the snapshot, a suspended target, one instance."""
     description = clients.sagemaker.describe_endpoint(EndpointName=endpoint)
     from pytest_tts_scaling.artifacts import save
-    from pytest_tts_scaling.aws.snapshot import take_snapshot
+    from pytest_tts_scaling.aws.lifecycle.snapshot import take_snapshot
 
     path = snapshot_path(tmp_path, endpoint)
     save(take_snapshot(clients, endpoint, description), path)
@@ -364,7 +364,7 @@ class RolledBackSageMaker(UpdatingSageMaker):
 
 @pytest.mark.parametrize("final", ["UpdateRollbackFailed", "Failed", "OutOfService"])
 def test_a_terminal_status_ends_the_wait_at_once(fake_clock: FakeClock, final: str) -> None:
-    from pytest_tts_scaling.aws.capacity import FreezeError
+    from pytest_tts_scaling.aws.lifecycle.capacity import FreezeError
 
     sagemaker = RolledBackSageMaker(final)
     with pytest.raises(FreezeError, match=f"is {final}: cannot hold its capacity"):
@@ -419,7 +419,7 @@ def _raising(
     fake_clock: FakeClock, min_capacity: int
 ) -> tuple[RaisingTarget, AwsClients, FreezeSnapshot]:
     """The fake, clients on it, and a snapshot of 3 instances within min_capacity..4."""
-    from pytest_tts_scaling.aws.snapshot import TargetSnapshot
+    from pytest_tts_scaling.aws.lifecycle.snapshot import TargetSnapshot
 
     fake = RaisingTarget()
     clients = AwsClients(clock=fake_clock.clock())

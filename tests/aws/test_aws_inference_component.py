@@ -27,18 +27,18 @@ import boto3
 from botocore.stub import ANY, Stubber
 
 from pytest_tts_scaling.artifacts import save
+from pytest_tts_scaling.aws.checks.drift import run_drift
+from pytest_tts_scaling.aws.checks.validate import VALIDATE_FIELDS, run_validate
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.cloudwatch import annotate_rungs
-from pytest_tts_scaling.aws.drift import run_drift
 from pytest_tts_scaling.aws.fingerprint import read_deployment
-from pytest_tts_scaling.aws.freeze import freeze, thaw
-from pytest_tts_scaling.aws.snapshot import (
+from pytest_tts_scaling.aws.lifecycle.freeze import freeze, thaw
+from pytest_tts_scaling.aws.lifecycle.snapshot import (
     FreezeSnapshot,
     TargetSnapshot,
     read_snapshot,
     snapshot_path,
 )
-from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, run_validate
 from pytest_tts_scaling.cli import main
 from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
 from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
@@ -363,7 +363,7 @@ def expect_deployment(stubs: Stubs, name: str) -> None:
 def test_requests_name_the_component(runtime: EventStreamServer) -> None:
     import asyncio
 
-    from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
+    from pytest_tts_scaling.load.transports.sagemaker_stream import SageMakerStreamTransport
 
     runtime.scripts[EP] = Script(messages=[(0.0, payload_part(b"\x01\x00" * 100))])
 
@@ -384,10 +384,10 @@ def test_requests_name_the_component(runtime: EventStreamServer) -> None:
 
 
 def test_workload_carries_the_component_from_the_options() -> None:
-    from pytest_tts_scaling.load.workload import workload_for
+    from pytest_tts_scaling.steps.inputs import WorkloadInputs
 
     options = RunOptions(endpoint=EP, inference_component="kokoro-ic")
-    spec = workload_for(options, "sagemaker").request(4, 0, 0)
+    spec = WorkloadInputs.from_options(options).workload("sagemaker").request(4, 0, 0)
     assert spec.component == "kokoro-ic"
 
 

@@ -29,15 +29,16 @@ import boto3
 from botocore.stub import Stubber
 
 from pytest_tts_scaling.artifacts import load, save
-from pytest_tts_scaling.aws import live as aws_live
+from pytest_tts_scaling.aws.checks import live as aws_live
+from pytest_tts_scaling.aws.checks.live import Activity, CountSample, Datapoint, DeployedFleet
 from pytest_tts_scaling.aws.clients import AwsClients, Clock
-from pytest_tts_scaling.aws.live import Activity, CountSample, Datapoint, DeployedFleet
 from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core import live
 from pytest_tts_scaling.core.autoscaler import Policy
 from pytest_tts_scaling.core.schema import PlanArtifact
 from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps import validate_live
+from pytest_tts_scaling.steps.deployed import DeployedInputs
 from tests.aws.aws_helpers import FakeClock, deploy, make_plan, put_concurrency, unique
 from tests.aws.eventstream_server import Script, event_stream_server, payload_part
 
@@ -410,7 +411,8 @@ def test_the_deployed_replay_end_to_end_on_the_stand_in_and_moto(
     take the better part of an hour, so its traffic is swapped for a compressed one here."""
     artifacts = tmp_path / "reports"
     shutil.copytree(EXAMPLES, artifacts, ignore=shutil.ignore_patterns("*.png"))
-    outcome = validate_live.deployed_plan(RunOptions(artifacts_dir=artifacts), lambda line: None)
+    inputs = DeployedInputs.from_options(RunOptions(artifacts_dir=artifacts))
+    outcome = validate_live.deployed_plan(inputs, lambda line: None)
     assert outcome.artifact == load(artifacts / "plan-kokoro-82m.json", PlanArtifact)
     deployed = deploy(unique(), instances=2, metric_data=False)
     small = small_story()

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.freeze import freeze, thaw
-from pytest_tts_scaling.aws.lock import FreezeLock, RestoreValues, read_locks, write_lock
-from pytest_tts_scaling.aws.snapshot import snapshot_path
+from pytest_tts_scaling.aws.lifecycle.freeze import freeze, thaw
+from pytest_tts_scaling.aws.lifecycle.lock import FreezeLock, RestoreValues, read_locks, write_lock
+from pytest_tts_scaling.aws.lifecycle.snapshot import snapshot_path
 from pytest_tts_scaling.errors import InputError
 from tests.aws.aws_helpers import (
     ALL_FALSE,

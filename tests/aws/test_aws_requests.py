@@ -173,8 +173,8 @@ def inference_component_stubbed(stubbed: Stubs) -> None:
     """A component's deployment read, its scaling read and its copies set (moto has no
     inference components)."""
     from pytest_tts_scaling.aws import scaling
-    from pytest_tts_scaling.aws.capacity import Capacity
     from pytest_tts_scaling.aws.fingerprint import read_deployment
+    from pytest_tts_scaling.aws.lifecycle.capacity import Capacity
 
     expect_deployment(stubbed, "kokoro-ic")
     read_deployment(stubbed.clients.sagemaker, EP, "kokoro-ic")
@@ -189,7 +189,7 @@ def inference_component_stubbed(stubbed: Stubs) -> None:
 
 def validate_live_readings(clients: AwsClients) -> None:
     """Scaling activities (Stubber: moto has none) and the in-flight metric (moto)."""
-    from pytest_tts_scaling.aws import live
+    from pytest_tts_scaling.aws.checks import live
 
     autoscaling, stubber = stubbed_autoscaling([[activity(30, 3, end_s=200)]])
     live.scaling_activities(autoscaling, SCOPE, at(0), at(600))
@@ -205,7 +205,7 @@ def validate_live_readings(clients: AwsClients) -> None:
 
 def ttotal_log_reads() -> None:
     """The new instance's log stream found and read (CloudWatch Logs on moto)."""
-    from pytest_tts_scaling.aws.stages import NewInstanceLog, log_group
+    from pytest_tts_scaling.aws.scaleout.stages import NewInstanceLog, log_group
 
     logs = client("logs")
     group = log_group(unique())
@@ -222,8 +222,8 @@ def ttotal_log_reads() -> None:
 
 def response_stream(runtime: EventStreamServer) -> None:
     """One invocation through the qmax engine's transport (aiobotocore)."""
-    from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
     from pytest_tts_scaling.core.records import RequestSpec, StreamTimer
+    from pytest_tts_scaling.load.transports.sagemaker_stream import SageMakerStreamTransport
 
     runtime.scripts["speech-req"] = Script(messages=[(0.0, payload_part(b"\x01\x00" * 100))])
 

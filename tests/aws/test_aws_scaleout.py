@@ -23,16 +23,16 @@ from botocore.stub import Stubber
 
 from pytest_tts_scaling.artifacts import load, save
 from pytest_tts_scaling.aws.clients import AwsClients, WaitTimeout
-from pytest_tts_scaling.aws.policy_lag import policy_lag_bound, read_policy_lag
-from pytest_tts_scaling.aws.scaling import ScalingScope
-from pytest_tts_scaling.aws.snapshot import snapshot_path
-from pytest_tts_scaling.aws.stages import (
+from pytest_tts_scaling.aws.lifecycle.snapshot import snapshot_path
+from pytest_tts_scaling.aws.scaleout.policy_lag import policy_lag_bound, read_policy_lag
+from pytest_tts_scaling.aws.scaleout.stages import (
     InServiceWatch,
     NewInstanceLog,
     ScaleOutError,
     container_markers,
     log_group,
 )
+from pytest_tts_scaling.aws.scaling import ScalingScope
 from pytest_tts_scaling.core.schema import (
     DeployedConfig,
     Provenance,
@@ -44,9 +44,9 @@ from pytest_tts_scaling.core.schema import (
 from pytest_tts_scaling.core.timeline import Event, assemble
 from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint, open_sagemaker_endpoint
 from pytest_tts_scaling.errors import InputError, MismatchError
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
 from pytest_tts_scaling.steps.ttotal import run_ttotal
-from pytest_tts_scaling.steps.ttotal_sagemaker import measure_sagemaker_ttotal
+from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
+from pytest_tts_scaling.steps.ttotal.sagemaker import measure_sagemaker_ttotal
 from tests.aws.aws_helpers import (
     ALL_FALSE,
     FakeClock,
@@ -62,7 +62,7 @@ from tests.aws.eventstream_server import (
     payload_part,
 )
 from tests.aws.provisioning import STARTUP, Provisioning, existing_instance_log, marker
-from tests.factories import make_qmax, make_rung
+from tests.factories import make_qmax, make_rung, ttotal_inputs
 
 SLUG = "g4dnxlarge-8b1b96bc"
 PCM = b"\x01\x00" * 480
@@ -97,7 +97,7 @@ def qmax_artifact(*, slug: str = SLUG, transport: str = "response-stream") -> Qm
     )
 
 
-def settings_for(endpoint: str, tmp_path: Path, **overrides: Any) -> ResolvedOptions:
+def settings_for(endpoint: str, tmp_path: Path, **overrides: Any) -> TtotalInputs:
     qmax_path = save(qmax_artifact(), tmp_path / "qmax.json")
     values: dict[str, Any] = {
         "endpoint": endpoint,
@@ -107,7 +107,7 @@ def settings_for(endpoint: str, tmp_path: Path, **overrides: Any) -> ResolvedOpt
         "qmax_artifact": qmax_path,
     }
     values.update(overrides)
-    return RunOptions(**values).for_kind()
+    return ttotal_inputs(**values)
 
 
 SLOW = Script(messages=[(0.25, payload_part(PCM))])  # one instance, overloaded: TTFAB ~250 ms
@@ -136,7 +136,7 @@ def test_forced_scale_out_end_to_end(
     earlier = tmp_path / ttotal_filename("kokoro-82m", "forced", SLUG)
     earlier.write_text("{}\n")  # an earlier run's artifact: kept aside, not replaced
     lines: list[str] = []
-    with open_sagemaker_endpoint(settings.run, log=lines.append, clients=clients) as endpoint:
+    with open_sagemaker_endpoint(settings.target, log=lines.append, clients=clients) as endpoint:
         artifact, path = run_ttotal(endpoint, settings, progress=lines.append)
 
     assert path == earlier
@@ -224,7 +224,7 @@ def test_a_failure_midway_restores_n_plus_one_straight_to_n_and_thaws(
     settings = settings_for(d.endpoint, tmp_path)
     lines: list[str] = []
     with (
-        open_sagemaker_endpoint(settings.run, log=lines.append, clients=clients) as endpoint,
+        open_sagemaker_endpoint(settings.target, log=lines.append, clients=clients) as endpoint,
         pytest.raises(RuntimeError, match="simulated crash"),
     ):
         run_ttotal(endpoint, settings, progress=lines.append)
@@ -253,7 +253,7 @@ def test_an_instance_that_never_comes_is_a_bounded_wait(
     qmax = qmax_artifact()
     lines: list[str] = []
     with (
-        open_sagemaker_endpoint(settings.run, log=lines.append, clients=clients) as endpoint,
+        open_sagemaker_endpoint(settings.target, log=lines.append, clients=clients) as endpoint,
         pytest.raises(WaitTimeout, match="with 2 instances in service: not reached within 300 s"),
     ):
         measure_sagemaker_ttotal(endpoint, qmax, settings, progress=lines.append, timeout_s=300)
@@ -277,7 +277,7 @@ def test_no_scale_out_without_a_comparable_qmax(
         lambda **kwargs: ops.append("update"),
     )
     settings = settings_for(d.endpoint, tmp_path)
-    with open_sagemaker_endpoint(settings.run, log=print, clients=clients) as endpoint:
+    with open_sagemaker_endpoint(settings.target, log=print, clients=clients) as endpoint:
         with pytest.raises(MismatchError, match="field 'slug'"):
             measure_sagemaker_ttotal(
                 endpoint, qmax_artifact(slug="g5xlarge-00000000"), settings, progress=print
@@ -388,7 +388,7 @@ def desired_at(seconds: float) -> datetime:
 
 
 def sagemaker_timeline(events: list[Event]) -> Any:
-    from pytest_tts_scaling.steps.ttotal_sagemaker import SAGEMAKER_STAGES
+    from pytest_tts_scaling.steps.ttotal.sagemaker import SAGEMAKER_STAGES
 
     base = [
         Event("load_applied", desired_at(-30), "probe"),

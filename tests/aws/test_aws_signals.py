@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_tts_scaling.aws.snapshot import snapshot_path
+from pytest_tts_scaling.aws.lifecycle.snapshot import snapshot_path
 from tests.aws.aws_helpers import (
     ALL_FALSE,
     deploy,

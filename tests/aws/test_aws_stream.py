@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 from tts_container.audio import wav_header
 
-from pytest_tts_scaling.aws.stream import SageMakerStreamTransport
 from pytest_tts_scaling.core.records import AudioFormat, RequestRecord, RequestSpec, StreamTimer
 from pytest_tts_scaling.load.transports import INVOCATION_LIMIT_S
+from pytest_tts_scaling.load.transports.sagemaker_stream import SageMakerStreamTransport
 from tests.aws.eventstream_server import (
     EventStreamServer,
     Script,

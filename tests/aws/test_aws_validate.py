@@ -9,8 +9,8 @@ from pytest_tts_scaling.optional import needs_extra
 pytest.importorskip("boto3", reason=needs_extra("boto3"))
 
 
+from pytest_tts_scaling.aws.checks.validate import VALIDATE_FIELDS, FieldCheck, run_validate
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.validate import VALIDATE_FIELDS, FieldCheck, run_validate
 from tests.aws.aws_helpers import deploy, make_plan, record_operations, unique
 
 

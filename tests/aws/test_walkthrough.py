@@ -37,7 +37,7 @@ from pathlib import Path
 
 from pytest_tts_scaling.artifacts import load
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.stages import log_group
+from pytest_tts_scaling.aws.scaleout.stages import log_group
 from pytest_tts_scaling.cli import main
 from pytest_tts_scaling.core.schema import PlanArtifact, QmaxArtifact, TtotalArtifact
 from tests.aws.aws_helpers import (

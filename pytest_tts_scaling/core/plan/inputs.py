@@ -7,8 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,10 +16,6 @@ from pytest_tts_scaling.core.schema import QmaxArtifact, Rung, TtotalArtifact
 from pytest_tts_scaling.core.simulate import diurnal_trace, hourly_trace
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.errors import ArtifactError, InputError, MismatchError
-
-if TYPE_CHECKING:
-    from pytest_tts_scaling.options import RunOptions
-
 
 # SageMaker ends an invocation after 60 s.
 INVOCATION_LIMIT_S = 60.0
@@ -60,23 +54,6 @@ class PlanInputs:
     ttotal_name: str | None = None
     # A day of traffic, one rate per hour (--hourly-rps); None: a cosine from trough to peak.
     hourly_rps: tuple[float, ...] | None = None
-
-
-def inputs_from_options(options: RunOptions) -> PlanInputs:
-    """The plan's inputs from parsed options; artifacts are identified by file name only, so the
-    same files give the same plan wherever they lie.
-    """
-    return PlanInputs(
-        peak_rps=options.peak_rps,
-        trough_rps=options.trough_rps,
-        min_floor=options.min_floor,
-        surge_ratio=options.surge_ratio,
-        slo_ms=options.slo_ms,
-        allow_config_mismatch=options.allow_config_mismatch,
-        qmax_name=PurePath(options.qmax_artifact).name if options.qmax_artifact else None,
-        ttotal_name=PurePath(options.ttotal_artifact).name if options.ttotal_artifact else None,
-        hourly_rps=options.hourly_rps,
-    )
 
 
 def day_traffic(inputs: PlanInputs) -> NDArray[np.float64]:

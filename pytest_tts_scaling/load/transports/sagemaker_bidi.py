@@ -150,7 +150,7 @@ def runtime_endpoint(session: Any, region: str) -> str | None:
         return None
     import botocore.loaders
 
-    from pytest_tts_scaling.aws.clients import user_config
+    from pytest_tts_scaling.load.transports.aws_config import user_config
 
     config = user_config(session.profile_name)
     configured = os.environ.get("AWS_ENDPOINT_URL") or config.get_scoped_config().get(

@@ -2,7 +2,7 @@
 
 The artifact is rewritten atomically after every rung (marked incomplete until the end), so an
 interrupted run keeps everything it measured. Per-request records go to a JSONL file beside it.
-One rung is measured in steps/qmax_rung.py; what the run says, in steps/qmax_words.py.
+One rung is measured in steps/qmax/rung.py; what the run says, in steps/qmax/words.py.
 """
 
 from __future__ import annotations
@@ -43,22 +43,22 @@ from pytest_tts_scaling.core.verdicts import (
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import EndpointUnavailable, InputError
 from pytest_tts_scaling.load.engine import silence_kept_s, stall_bound_s
-from pytest_tts_scaling.load.workload import Workload, workload_for
-from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_health import (
+from pytest_tts_scaling.load.workload import Workload
+from pytest_tts_scaling.steps.qmax.health import (
     cold_start_line,
     first_answer_line,
     require_answer,
     silence_after,
 )
-from pytest_tts_scaling.steps.qmax_quality import QualityCheck
-from pytest_tts_scaling.steps.qmax_rung import (
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+from pytest_tts_scaling.steps.qmax.quality import QualityCheck
+from pytest_tts_scaling.steps.qmax.rung import (
     PROGRESS_EVERY_S,
     iso_ns,
     measure_rung,
     mmss,
 )
-from pytest_tts_scaling.steps.qmax_words import (
+from pytest_tts_scaling.steps.qmax.words import (
     again_line,
     client_saturation_lines,
     progress_line,
@@ -130,36 +130,37 @@ def check_admission_bound(endpoint: Endpoint, top_rung: int | None, allow: bool)
         )
 
 
-def top_rung(settings: ResolvedOptions) -> int | None:
-    return max(settings.ladder) if settings.ladder else None
+def top_rung(inputs: QmaxInputs) -> int | None:
+    given = inputs.ladder.concurrencies
+    return max(given) if given else None
 
 
-def search_top(endpoint: Endpoint, settings: ResolvedOptions) -> int:
+def search_top(endpoint: Endpoint, inputs: QmaxInputs) -> int:
     """The highest concurrency to measure: --max-concurrency, and the admission bound."""
     bound = endpoint.queue_max_depth
-    if bound is None or settings.run.allow_shallow_queue:
-        return settings.max_concurrency
-    return min(settings.max_concurrency, bound)
+    if bound is None or inputs.ladder.allow_shallow_queue:
+        return inputs.ladder.max_concurrency
+    return min(inputs.ladder.max_concurrency, bound)
 
 
 def run_ladder(
     endpoint: Endpoint,
-    settings: ResolvedOptions,
+    inputs: QmaxInputs,
     *,
     progress: Progress,
     workload: Workload | None = None,
 ) -> LadderResult:
-    run = settings.run
-    workload = workload or workload_for(run, endpoint.kind)
-    check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
-    ladder = _Ladder(endpoint, settings, workload, progress)
-    check_admission_bound(endpoint, top_rung(settings), run.allow_shallow_queue)
+    workload = workload or inputs.workload.workload(endpoint.kind)
+    allow_shallow = inputs.ladder.allow_shallow_queue
+    check_admission_bound(endpoint, top_rung(inputs), allow_shallow)
+    ladder = _Ladder(endpoint, inputs, workload, progress)
+    check_admission_bound(endpoint, top_rung(inputs), allow_shallow)
     confirmations: dict[int, Confirmation] = {}
-    for run_index in range(1, run.runs + 1):
+    for run_index in range(1, inputs.ladder.runs + 1):
         rungs = ladder.climb(run_index)
-        if not run.no_confirm and (confirmed := ladder.confirm(rungs, run_index)) is not None:
+        if not inputs.ladder.no_confirm and (confirmed := ladder.confirm(rungs, run_index)):
             confirmations[run_index] = confirmed
-    final = min(ladder.runs, key=lambda r: select_qmax(r, settings.slo_ms)[0] or 0)
+    final = min(ladder.runs, key=lambda r: select_qmax(r, inputs.slo.ms)[0] or 0)
     ladder.confirmation = confirmations.get(ladder.runs.index(final) + 1)
     endpoint.thaw()  # the load has stopped: restore the endpoint before the CloudWatch join
     annotated = endpoint.annotate_rungs(final)
@@ -173,14 +174,14 @@ class _Ladder:
     run, the audio reference from N=1 and, at the end, the answer's confirmation."""
 
     def __init__(
-        self, endpoint: Endpoint, settings: ResolvedOptions, workload: Workload, progress: Progress
+        self, endpoint: Endpoint, inputs: QmaxInputs, workload: Workload, progress: Progress
     ) -> None:
         self.endpoint = endpoint
-        self.settings = settings
+        self.inputs = inputs
         self.workload = workload
         self.progress = progress
-        run = settings.run
-        stall_s = stall_bound_s(settings.slo_ms)
+        slo_ms = inputs.slo.ms
+        stall_s = stall_bound_s(slo_ms)
         # The first answer may take the endpoint's whole invocation limit: a cold instance loads
         # weights or compiles on its first request, and is slow once, not absent.
         first_s = max(stall_s, endpoint.invocation_limit_s)
@@ -191,18 +192,20 @@ class _Ladder:
         # A lone answer silent long enough to raise the stall bound is asked for again, warm.
         self.health = require_answer(
             endpoint,
-            run.transport,
+            inputs.workload.transport,
             self.probe_request,
             stall_s=first_s,
-            cold_s=silence_kept_s(settings.slo_ms),
+            cold_s=silence_kept_s(slo_ms),
         )
         if (cold := first_answer_line(self.health)) is not None:
             progress(cold)
-        self.stall_s = stall_bound_s(settings.slo_ms, self.health.quietest_s)
+        self.stall_s = stall_bound_s(slo_ms, self.health.quietest_s)
         # After a rung that heard nothing, a lone request may be as silent as a rung's may be: a
         # server that sends each answer whole, slower on a busy host, is not a stopped one.
         self.probe_stall_s = max(stall_s, PROBE_PATIENCE_S, self.stall_s)
-        self.path = run.artifacts_dir / qmax_filename(run.model, run.transport, endpoint.slug)
+        self.path = inputs.outputs.artifacts_dir / qmax_filename(
+            inputs.workload.model, inputs.workload.transport, endpoint.slug
+        )
         self.records_path = self.path.with_name(self.path.stem + ".requests.jsonl")
         self.inputs_path = self.path.with_name(self.path.stem + ".inputs.jsonl")
         for line in kept_lines(keep_previous([self.path, self.records_path, self.inputs_path])):
@@ -221,9 +224,10 @@ class _Ladder:
         self.started = time.monotonic()
         self.host = endpoint.host()
         self.reference: AudioReference | None = None
+        quality = inputs.quality
         self.quality = (
-            QualityCheck(run.wer_sample, run.max_wer, run.max_wer_increase)
-            if run.wer_sample
+            QualityCheck(quality.wer_sample, quality.max_wer, quality.max_wer_increase)
+            if quality.wer_sample
             else None
         )
         self.measured = 0
@@ -234,10 +238,10 @@ class _Ladder:
 
     def climb(self, run_index: int) -> list[Rung]:
         """One run of the search (or the given ladder), the artifact saved after every rung."""
-        settings, run = self.settings, self.settings.run
+        inputs = self.inputs
         rungs: list[Rung] = []
         self.runs.append(rungs)
-        while (step := _next(rungs, self.endpoint, settings)) is not None:
+        while (step := _next(rungs, self.endpoint, inputs)) is not None:
             rungs[:] = add_measurement(rungs, self.take(step, rungs, run_index))
             rung = rungs[-1]
             if rung.client is not None:
@@ -247,26 +251,29 @@ class _Ladder:
                 )
             save(self.artifact(rungs, complete=False, stop_reason="measuring"), self.path)
             elapsed = time.monotonic() - self.started
-            left = _eta_s(0.0, rungs=rungs, settings=settings, run_index=run_index)
-            self.progress(progress_line(rung, settings.slo_ms, elapsed, left))
+            left = _eta_s(0.0, rungs=rungs, inputs=inputs, run_index=run_index)
+            self.progress(progress_line(rung, inputs.slo.ms, elapsed, left))
             try:
-                check_admission_bound(self.endpoint, top_rung(settings), run.allow_shallow_queue)
+                check_admission_bound(
+                    self.endpoint, top_rung(inputs), inputs.ladder.allow_shallow_queue
+                )
             except InputError as exc:
                 self.stop(rungs, f"refused: {exc}", exc)
         return rungs
 
     def take(self, step: Step, rungs: list[Rung], run_index: int) -> Rung:
         """Measure one rung (after the gap), stopping the run if the endpoint fell silent."""
-        settings, run, endpoint = self.settings, self.settings.run, self.endpoint
-        eta_s = partial(_eta_s, rungs=list(rungs), settings=settings, run_index=run_index)
+        inputs, endpoint = self.inputs, self.endpoint
+        eta_s = partial(_eta_s, rungs=list(rungs), inputs=inputs, run_index=run_index)
         if self.measured:
-            wait_gap(settings.gap_s, step, self.progress, eta_s)
-        again = None if step.phase == "confirm" else again_line(step, rungs, eta_s(settings.hold_s))
+            wait_gap(inputs.ladder.gap_s, step, self.progress, eta_s)
+        hold_s = inputs.ladder.hold_s
+        again = None if step.phase == "confirm" else again_line(step, rungs, eta_s(hold_s))
         if again is not None:
             self.progress(again)
         rung, heard, self.reference = measure_rung(
             endpoint,
-            settings,
+            inputs,
             self.workload,
             step,
             self.records_path,
@@ -278,7 +285,11 @@ class _Ladder:
             quality=self.quality,
         )
         seen = silence_after(
-            endpoint, heard, run.transport, self.probe_request, stall_s=self.probe_stall_s
+            endpoint,
+            heard,
+            inputs.workload.transport,
+            self.probe_request,
+            stall_s=self.probe_stall_s,
         )
         if seen is not None:
             reason = f"endpoint stopped answering at N={step.concurrency}: {seen}"
@@ -290,7 +301,9 @@ class _Ladder:
                     f"{self.path}, marked incomplete"
                 ),
             )
-        if run.slo_metric == "audible" and (self.reference is None or not self.reference.audible):
+        if inputs.slo.metric == "audible" and (
+            self.reference is None or not self.reference.audible
+        ):
             refusal = InputError(audible_refusal(endpoint))
             self.stop(rungs, "refused: nothing audible at N=1", refusal)
         self.measured += 1
@@ -298,7 +311,7 @@ class _Ladder:
 
     def confirm(self, rungs: list[Rung], run_index: int) -> Confirmation | None:
         """The answer's passing rung measured once more, last (docs/method.md)."""
-        slo_ms = self.settings.slo_ms
+        slo_ms = self.inputs.slo.ms
         concurrency = confirmation_concurrency(rungs, *select_qmax(rungs, slo_ms))
         if concurrency is None:
             return None
@@ -319,9 +332,10 @@ class _Ladder:
         raise error
 
     def artifact(self, rungs: list[Rung], complete: bool, stop_reason: str | None) -> QmaxArtifact:
-        settings, run, endpoint = self.settings, self.settings.run, self.endpoint
+        inputs, endpoint = self.inputs, self.endpoint
+        slo_ms = inputs.slo.ms
         confirmation = self.confirmation if complete else None
-        q_max, bracketed = select_qmax(rungs, settings.slo_ms)
+        q_max, bracketed = select_qmax(rungs, slo_ms)
         if confirmation is not None and confirmation.outcome == "changed":
             q_max, bracketed = None, False  # a pair from two servers answers for neither
         by_c = {r.concurrency: r for r in rungs}
@@ -329,13 +343,13 @@ class _Ladder:
         usable_c1 = c1 if c1 is not None and c1.usable else None
         at_q_max = by_c.get(q_max) if q_max is not None else None
         return QmaxArtifact(
-            model=run.model,
+            model=inputs.workload.model,
             endpoint=endpoint.name,
-            transport=run.transport,  # type: ignore[arg-type]
+            transport=inputs.workload.transport,  # type: ignore[arg-type]
             slug=endpoint.slug,
             deployed_config=endpoint.deployed,
-            slo_ms=settings.slo_ms,
-            slo_metric=run.slo_metric,
+            slo_ms=slo_ms,
+            slo_metric=inputs.slo.metric,
             q_max=q_max,
             q_max_bracketed=bracketed,
             s_mean_s=_s(usable_c1.latency_ms.mean) if usable_c1 else None,
@@ -350,36 +364,37 @@ class _Ladder:
             records_file=self.records_path.name,
             inputs_file=self.inputs_path.name,
             settings=self.settings_record(),
-            runs_q_max=[select_qmax(r, settings.slo_ms)[0] for r in self.runs],
+            runs_q_max=[select_qmax(r, slo_ms)[0] for r in self.runs],
             admission_bound=endpoint.queue_max_depth,
             admission_bound_source=endpoint.queue_max_depth_source,
             probe=self.health.summary(),
             host=self.host,
             non_monotonic=falls_in_p95(rungs),
             audio_reference=self.reference.summary() if self.reference is not None else None,
-            inconclusive=inconclusive_rungs(rungs, q_max, settings.slo_ms),
+            inconclusive=inconclusive_rungs(rungs, q_max, slo_ms),
             confirmation=confirmation,
             chars_per_s_at_q_max=at_q_max.chars_per_s if at_q_max else None,
             audio_s_per_s_at_q_max=at_q_max.audio_throughput if at_q_max else None,
-            slo_tiers=slo_tiers(rungs, settings.slo_tiers_ms),
+            slo_tiers=slo_tiers(rungs, inputs.slo.tiers_ms),
         )
 
     def settings_record(self) -> dict[str, object]:
         """The run's settings as the artifact keeps them."""
-        settings, run, workload = self.settings, self.settings.run, self.workload
+        ladder, quality, workload = self.inputs.ladder, self.inputs.quality, self.workload
+        given = ladder.concurrencies
         return {
-            "ladder": list(settings.ladder) if settings.ladder else None,
-            "max_concurrency": None if settings.ladder else search_top(self.endpoint, settings),
-            "hold_s": settings.hold_s,
-            "measure_s": settings.measure_s,
-            "gap_s": settings.gap_s,
-            "runs": run.runs,
+            "ladder": list(given) if given else None,
+            "max_concurrency": None if given else search_top(self.endpoint, self.inputs),
+            "hold_s": ladder.hold_s,
+            "measure_s": ladder.measure_s,
+            "gap_s": ladder.gap_s,
+            "runs": ladder.runs,
             "texts": len(workload.texts),
             "voices": list(workload.voices),
             "format": workload.format,
-            "wer_sample": run.wer_sample,
-            "max_wer": run.max_wer if run.wer_sample else None,
-            "max_wer_increase": run.max_wer_increase if run.wer_sample else None,
+            "wer_sample": quality.wer_sample,
+            "max_wer": quality.max_wer if quality.wer_sample else None,
+            "max_wer_increase": quality.max_wer_increase if quality.wer_sample else None,
             **({"request": workload.request_summary} if workload.request_summary else {}),
         }
 
@@ -406,27 +421,26 @@ def wait_gap(gap_s: float, step: Step, progress: Progress, eta_s: Callable[[floa
         time.sleep(min(left, PROGRESS_EVERY_S))
 
 
-def _eta_s(
-    rung_left_s: float, *, rungs: list[Rung], settings: ResolvedOptions, run_index: int
-) -> float:
+def _eta_s(rung_left_s: float, *, rungs: list[Rung], inputs: QmaxInputs, run_index: int) -> float:
     """The whole run's time left; during a rung, `rung_left_s` is that rung's own rest."""
-    per_rung = settings.hold_s + settings.gap_s
-    left = rungs_left(rungs, settings.slo_ms, ladder=settings.ladder)
+    ladder = inputs.ladder
+    per_rung = ladder.hold_s + ladder.gap_s
+    left = rungs_left(rungs, inputs.slo.ms, ladder=ladder.concurrencies)
     if rung_left_s > 0:
         left = max(0, left - 1)  # the rung running now is one of them
-    later_runs = (settings.run.runs - run_index) * max(1, len(rungs) + 1)
-    confirming = 0 if settings.run.no_confirm else 1
+    later_runs = (ladder.runs - run_index) * max(1, len(rungs) + 1)
+    confirming = 0 if ladder.no_confirm else 1
     return rung_left_s + (left + later_runs + confirming) * per_rung
 
 
-def _next(rungs: list[Rung], endpoint: Endpoint, settings: ResolvedOptions) -> Step | None:
+def _next(rungs: list[Rung], endpoint: Endpoint, inputs: QmaxInputs) -> Step | None:
     """The next rung of the lowest SLO tier not yet bracketed (one tier: the SLO's)."""
-    for slo_ms in settings.slo_tiers_ms:
+    for slo_ms in inputs.slo.tiers_ms:
         step = next_step(
-            at_slo(rungs, slo_ms) if slo_ms != settings.slo_ms else rungs,
+            at_slo(rungs, slo_ms) if slo_ms != inputs.slo.ms else rungs,
             slo_ms,
-            ladder=settings.ladder,
-            max_concurrency=search_top(endpoint, settings),
+            ladder=inputs.ladder.concurrencies,
+            max_concurrency=search_top(endpoint, inputs),
         )
         if step is not None:
             return step

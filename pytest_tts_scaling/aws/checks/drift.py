@@ -6,7 +6,7 @@ and passes. No error means `preflight-ok`. Only Describe/Get calls are made here
 With an inference component the component's scaling is checked as well: its scalable target
 (`inference-component/NAME`, dimension `sagemaker:inference-component:DesiredCopyCount`), its
 policies (ConcurrentRequestsPerCopy, dimension InferenceComponentName), its status and copies.
-The checks of the scaling itself are in :mod:`pytest_tts_scaling.aws.drift_scaling`; the
+The checks of the scaling itself are in :mod:`pytest_tts_scaling.aws.checks.drift_scaling`; the
 endpoint's status and what a freeze may have left behind (snapshot, lock) are checked here.
 """
 
@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tts_scaling.aws import scaling
-from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
-from pytest_tts_scaling.aws.drift_scaling import (
+from pytest_tts_scaling.aws.checks.drift_scaling import (
     DriftFinding,
     capacity,
     component_scaling,
@@ -27,6 +26,7 @@ from pytest_tts_scaling.aws.drift_scaling import (
     orphaned_policy,
     suspension,
 )
+from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
 from pytest_tts_scaling.aws.fingerprint import (
     ComponentState,
     component_state,
@@ -34,8 +34,8 @@ from pytest_tts_scaling.aws.fingerprint import (
     describe_endpoint,
     variant_states,
 )
-from pytest_tts_scaling.aws.lock import read_locks
-from pytest_tts_scaling.aws.snapshot import (
+from pytest_tts_scaling.aws.lifecycle.lock import read_locks
+from pytest_tts_scaling.aws.lifecycle.snapshot import (
     lock_advice,
     lock_of,
     read_snapshot,

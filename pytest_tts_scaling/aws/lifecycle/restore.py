@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_tts_scaling.aws import scaling
-from pytest_tts_scaling.aws.capacity import IN_SERVICE_TIMEOUT_S, POLL_S, Capacity
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.snapshot import FreezeSnapshot
+from pytest_tts_scaling.aws.lifecycle.capacity import IN_SERVICE_TIMEOUT_S, POLL_S, Capacity
+from pytest_tts_scaling.aws.lifecycle.snapshot import FreezeSnapshot
 from pytest_tts_scaling.core.progress import Progress
 
 

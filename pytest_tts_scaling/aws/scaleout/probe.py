@@ -12,7 +12,7 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING
 
-from pytest_tts_scaling.aws.stages import ScaleOutError
+from pytest_tts_scaling.aws.scaleout.stages import ScaleOutError
 from pytest_tts_scaling.core.records import RequestRecord
 from pytest_tts_scaling.load.engine import DRAIN_S, ClosedLoop, MakeRequest
 

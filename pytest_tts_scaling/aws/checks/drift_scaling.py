@@ -1,6 +1,6 @@
 """drift's checks of the scaling itself: targets, policies, suspension, capacity and alarms.
 
-Each check reads what `run_drift` (:mod:`pytest_tts_scaling.aws.drift`) has described and
+Each check reads what `run_drift` (:mod:`pytest_tts_scaling.aws.checks.drift`) has described and
 returns its findings; only the metric check calls AWS (GetMetricStatistics, read-only).
 """
 

@@ -7,19 +7,19 @@ more instance: the clock starts. Each stage is read from its own source and says
 point or a bound (the true moment lies at or before it):
 
 - `instance_logging`, the container's markers, `in_service`: see
-  :mod:`pytest_tts_scaling.aws.stages`.
+  :mod:`pytest_tts_scaling.aws.scaleout.stages`.
 - `traffic_recovered`: the probe's p95 TTFAB over the window is back within 1.25 × the ladder's
   p95 at the post-scale concurrency.
 
 The policy's detection lag, which a forced scale-out bypasses, is bounded from the deployed
-policy (:mod:`pytest_tts_scaling.aws.policy_lag`) and added: T_total = measured span + lag.
+policy (:mod:`pytest_tts_scaling.aws.scaleout.policy_lag`) and added: T_total = measured span + lag.
 Whatever happens, the freeze restores the endpoint, from N+1 instances straight back to the N it
 had.
 
 Two clocks, kept apart: every wait on AWS (scale-out, log delivery) polls with
 the injected :class:`~pytest_tts_scaling.aws.clients.Clock`, so tests drive minutes of
 provisioning without sleeping; the probe's warm-up and recovery window are load held for real
-time, as every rung of the ladder is (:mod:`pytest_tts_scaling.aws.probe`).
+time, as every rung of the ladder is (:mod:`pytest_tts_scaling.aws.scaleout.probe`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from pytest_tts_scaling.aws.capacity import Capacity
 from pytest_tts_scaling.aws.clients import Clock, WaitTimeout, aws_errors
-from pytest_tts_scaling.aws.policy_lag import read_policy_lag
-from pytest_tts_scaling.aws.probe import Probe
-from pytest_tts_scaling.aws.stages import (
+from pytest_tts_scaling.aws.lifecycle.capacity import Capacity
+from pytest_tts_scaling.aws.scaleout.policy_lag import read_policy_lag
+from pytest_tts_scaling.aws.scaleout.probe import Probe
+from pytest_tts_scaling.aws.scaleout.stages import (
     InServiceWatch,
     NewInstanceLog,
     ScaleOutError,
@@ -52,13 +52,13 @@ from pytest_tts_scaling.core.timeline import (
     recovery_threshold_ms,
 )
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
+from pytest_tts_scaling.steps.ttotal.timer import check_comparable, ttotal_artifact
 
 if TYPE_CHECKING:
     from pytest_tts_scaling.endpoints.base import Endpoint
     from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
     from pytest_tts_scaling.load.workload import Workload
-    from pytest_tts_scaling.options import ResolvedOptions
+    from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
 
 SAGEMAKER_STAGES = (
     "load_applied",
@@ -271,7 +271,7 @@ class ScaleOut:
 def measure_sagemaker_ttotal(
     endpoint: Endpoint,
     qmax: QmaxArtifact,
-    settings: ResolvedOptions,
+    inputs: TtotalInputs,
     *,
     progress: Progress,
     clock: Clock | None = None,
@@ -287,11 +287,10 @@ def measure_sagemaker_ttotal(
     every wait of the scale-out: provisioning, log delivery and taking the instance back.
     """
     from pytest_tts_scaling.endpoints.sagemaker import SageMakerEndpoint
-    from pytest_tts_scaling.load.workload import workload_for
 
     if not isinstance(endpoint, SageMakerEndpoint):
         raise TypeError("the SageMaker scale timer needs a SageMakerEndpoint")
-    check_comparable(qmax, endpoint, settings)
+    check_comparable(qmax, endpoint, inputs)
     if endpoint.inference_component:
         raise InputError(
             f"ttotal forces one more instance of {endpoint.name}/{endpoint.variant}; with "
@@ -299,13 +298,13 @@ def measure_sagemaker_ttotal(
             "copies, which ttotal does not time: expected no inference component"
         )
     clock = clock or endpoint.clients.clock
-    chosen = workload or workload_for(settings.run, endpoint.kind)
+    chosen = workload or inputs.workload.workload(endpoint.kind)
     concurrency, post_scale = probe_rung(qmax)
     threshold = recovery_threshold_ms(qmax, post_scale)
     lag, lag_source = read_policy_lag(endpoint.clients, endpoint.scope)
     progress(
         f"ttotal: probe N={concurrency} over {qmax.transport}; after scale-out each instance sees "
-        f"{post_scale}; recovered when p95 TTFAB over {settings.measure_s:g} s <= "
+        f"{post_scale}; recovered when p95 TTFAB over {inputs.probe.measure_s:g} s <= "
         f"{threshold:.0f} ms (1.25 x the ladder's p95 at N={post_scale}); policy lag bound "
         f"{lag:g} s from {lag_source}"
     )
@@ -320,9 +319,9 @@ def measure_sagemaker_ttotal(
         clock=clock,
         probe=probe,
         progress=progress,
-        window_s=settings.measure_s,
+        window_s=inputs.probe.measure_s,
         threshold_ms=threshold,
-        warmup_s=settings.hold_s - settings.measure_s,
+        warmup_s=inputs.probe.hold_s - inputs.probe.measure_s,
         poll_s=poll_s,
         timeout_s=timeout_s,
         log_grace_s=log_grace_s,
@@ -341,7 +340,7 @@ def measure_sagemaker_ttotal(
             "concurrency": concurrency,
             "post_scale_concurrency": post_scale,
             "recovery_threshold_ms": round(threshold, 3),
-            "recovery_window_s": settings.measure_s,
+            "recovery_window_s": inputs.probe.measure_s,
             "recovered": run.recovered,
             "requests": len(records),
             "ok": sum(1 for r in records if r.status == "ok"),

@@ -1,17 +1,16 @@
 """Freeze an endpoint for a measurement and thaw it again, on every exit path
 (docs/steps.md#the-freeze-lock).
 
-Order matters: the snapshot file (:mod:`pytest_tts_scaling.aws.snapshot`) is written
-atomically before anything changes. Then the run claims the endpoint
-(:mod:`pytest_tts_scaling.aws.claim`, :mod:`pytest_tts_scaling.aws.lock`): a second run, from
+Order matters: the snapshot file (:mod:`.snapshot`) is written atomically before anything
+changes. Then the run claims the endpoint (:mod:`.claim`, :mod:`.lock`): a second run, from
 any machine or artifacts directory, is refused before it changes anything, and thaw finds what
 to restore from the lock alone. Stop signals end in the restore
-(:mod:`pytest_tts_scaling.aws.signals`), which puts back what the snapshot recorded
-(:mod:`pytest_tts_scaling.aws.restore`).
+(:mod:`pytest_tts_scaling.aws.lifecycle.signals`), which puts back what the snapshot recorded
+(:mod:`pytest_tts_scaling.aws.lifecycle.restore`).
 
 With an inference component the component is frozen instead of the variant: its scalable target
 (`inference-component/NAME`) is suspended and its copies are pinned to one with
-UpdateInferenceComponentRuntimeConfig (:mod:`pytest_tts_scaling.aws.capacity`).
+UpdateInferenceComponentRuntimeConfig (:mod:`pytest_tts_scaling.aws.lifecycle.capacity`).
 """
 
 from __future__ import annotations
@@ -22,14 +21,19 @@ from pathlib import Path
 
 from pytest_tts_scaling.artifacts import save
 from pytest_tts_scaling.aws import scaling
-from pytest_tts_scaling.aws.capacity import IN_SERVICE_TIMEOUT_S, POLL_S, Capacity, FreezeError
-from pytest_tts_scaling.aws.claim import claim, left_snapshot, take_lock
 from pytest_tts_scaling.aws.clients import AwsClients, aws_errors
 from pytest_tts_scaling.aws.fingerprint import describe_endpoint, variant_states
-from pytest_tts_scaling.aws.lock import FreezeLock, abandon_lock, read_locks, remove_lock
-from pytest_tts_scaling.aws.restore import restore
-from pytest_tts_scaling.aws.signals import Terminated, signals_held, sigterm_raises
-from pytest_tts_scaling.aws.snapshot import (
+from pytest_tts_scaling.aws.lifecycle.capacity import (
+    IN_SERVICE_TIMEOUT_S,
+    POLL_S,
+    Capacity,
+    FreezeError,
+)
+from pytest_tts_scaling.aws.lifecycle.claim import claim, left_snapshot, take_lock
+from pytest_tts_scaling.aws.lifecycle.lock import FreezeLock, abandon_lock, read_locks, remove_lock
+from pytest_tts_scaling.aws.lifecycle.restore import restore
+from pytest_tts_scaling.aws.lifecycle.signals import Terminated, signals_held, sigterm_raises
+from pytest_tts_scaling.aws.lifecycle.snapshot import (
     FreezeSnapshot,
     lock_advice,
     lock_file,

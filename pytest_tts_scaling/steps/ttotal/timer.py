@@ -1,8 +1,8 @@
-"""What both scale timers share: the interface `steps/ttotal.py` calls, the rule that ttotal
-probes what qmax measured, and the artifact a forced scale-out writes.
+"""What both scale timers share: the interface the ttotal step calls, the rule that ttotal probes
+what qmax measured, and the artifact a forced scale-out writes.
 
-The local timer (`ttotal_local`) and the SageMaker one (`ttotal_sagemaker`) each import this and
-not each other; `ttotal.py` picks one by the endpoint's kind.
+The local timer (`local`) and the SageMaker one (`sagemaker`) each import this and not each
+other; the step's package picks one by the endpoint's kind.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pytest_tts_scaling.core.schema import Provenance, QmaxArtifact, TtotalArtif
 from pytest_tts_scaling.core.timeline import Timeline, iso
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import MismatchError
-from pytest_tts_scaling.options import ResolvedOptions
 from pytest_tts_scaling.steps.qmax import git_commit
+from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
 
 TRIGGER = "forced"
 
@@ -30,21 +30,21 @@ class ScaleTimer(Protocol):
         self,
         endpoint: Endpoint,
         qmax: QmaxArtifact,
-        settings: ResolvedOptions,
+        inputs: TtotalInputs,
         *,
         progress: Callable[[str], None],
     ) -> TtotalArtifact: ...
 
 
-def check_comparable(qmax: QmaxArtifact, endpoint: Endpoint, settings: ResolvedOptions) -> None:
+def check_comparable(qmax: QmaxArtifact, endpoint: Endpoint, inputs: TtotalInputs) -> None:
     """ttotal must probe the configuration and transport that qmax measured."""
-    run = settings.run
-    if run.transport != qmax.transport:
+    transport = inputs.workload.transport
+    if transport != qmax.transport:
         raise MismatchError(
             f"field 'transport': the qmax artifact was measured over {qmax.transport}, this run "
-            f"uses {run.transport}; expected --transport {qmax.transport}"
+            f"uses {transport}; expected --transport {qmax.transport}"
         )
-    if qmax.slug != endpoint.slug and not run.allow_config_mismatch:
+    if qmax.slug != endpoint.slug and not inputs.allow_config_mismatch:
         raise MismatchError(
             f"field 'slug': the qmax artifact is for {qmax.slug}, the endpoint is {endpoint.slug}; "
             "expected the same configuration (or pass --allow-config-mismatch)"

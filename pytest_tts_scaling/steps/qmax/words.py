@@ -15,8 +15,8 @@ from pytest_tts_scaling.core.verdicts import (
     doubt_line,
     verdict_words,
 )
-from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+from pytest_tts_scaling.steps.qmax.rung import MIN_COMPLETIONS, MOST_EXTENSIONS, mmss
 
 
 def client_saturation_lines(rungs: list[Rung]) -> list[str]:
@@ -99,36 +99,39 @@ def no_qmax_message(artifact: QmaxArtifact) -> str:
     return f"no rung met p95 {clock} <= {artifact.slo_ms:g} ms; lowest rung {lowest} ({advice})"
 
 
-def describe_schedule(settings: ResolvedOptions) -> list[str]:
+def describe_schedule(inputs: QmaxInputs) -> list[str]:
     """The --dry-run output: what would run and for how long, worst case included."""
-    run = settings.run
+    target, settings, runs = inputs.target, inputs.ladder, inputs.ladder.runs
+    named = target.endpoint or target.endpoint_url or "(local default)"
     head = (
-        f"qmax dry run: {run.kind} endpoint {run.endpoint or run.endpoint_url or '(local default)'}"
-        f", transport {run.transport}, SLO p95 {CLOCK_WORDS[run.slo_metric]} <= "
-        f"{', '.join(f'{t:g}' for t in settings.slo_tiers_ms)} ms"
+        f"qmax dry run: {target.kind} endpoint {named}"
+        f", transport {inputs.workload.transport}, SLO p95 {CLOCK_WORDS[inputs.slo.metric]} <= "
+        f"{', '.join(f'{t:g}' for t in inputs.slo.tiers_ms)} ms"
     )
     timing = (
         f"hold {settings.hold_s:g} s (last {settings.measure_s:g} s measured), gap "
-        f"{settings.gap_s:g} s, runs {run.runs}"
+        f"{settings.gap_s:g} s, runs {runs}"
     )
     longest_rung_s = settings.hold_s + MOST_EXTENSIONS * settings.measure_s
-    if settings.ladder is None:
+    if settings.concurrencies is None:
         rungs = worst_case_rungs(settings.max_concurrency)
         worst = rungs * MAX_MEASUREMENTS
-        worst_s = run.runs * (worst * longest_rung_s + (worst - 1) * settings.gap_s)
-        typical_s = run.runs * schedule_estimate_s((1, 2, 3, 4, 5), settings.hold_s, settings.gap_s)
+        worst_s = runs * (worst * longest_rung_s + (worst - 1) * settings.gap_s)
+        typical_s = runs * schedule_estimate_s((1, 2, 3, 4, 5), settings.hold_s, settings.gap_s)
         return [
             head,
             f"adaptive search up to N={settings.max_concurrency}: {timing}",
             "  rung 1: N=1; then the predicted SLO crossing and its neighbours, ending on "
             "N pass / N+1 fail"
-            + ("" if run.no_confirm else ", then N once more to confirm the server held still"),
+            + (
+                "" if settings.no_confirm else ", then N once more to confirm the server held still"
+            ),
             f"estimate: about {typical_s / 60:.1f} min (4-6 rungs); worst case "
             f"{worst_s / 60:.1f} min: {rungs} concurrencies, each measured up to "
             f"{MAX_MEASUREMENTS} times (again when unusable, re-tested when a failure is "
             f"doubtful) and held up to {MOST_EXTENSIONS} extra measure windows",
         ]
-    ladder = settings.ladder
+    ladder = settings.concurrencies
     estimate = schedule_estimate_s(ladder, settings.hold_s, settings.gap_s)
     lines = [head, f"ladder {','.join(map(str, ladder))}: {timing}"]
     elapsed = 0.0
@@ -142,7 +145,7 @@ def describe_schedule(settings: ResolvedOptions) -> list[str]:
         )
         elapsed += settings.hold_s
     lines.append(
-        f"estimate: {run.runs * estimate / 60:.1f} min if every rung is climbed, plus up to "
+        f"estimate: {runs * estimate / 60:.1f} min if every rung is climbed, plus up to "
         f"{MOST_EXTENSIONS} extra measure windows per inconclusive or sparse rung and bisection "
         "rungs after the first failure; the ladder stops after two failing rungs"
     )

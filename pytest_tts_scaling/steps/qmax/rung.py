@@ -38,9 +38,9 @@ from pytest_tts_scaling.load.engine import RungRun, ShouldEnd, ShouldExtend, Win
 from pytest_tts_scaling.load.host import load_average
 from pytest_tts_scaling.load.monitor import client_lag_bound_ms
 from pytest_tts_scaling.load.workload import Workload
-from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.qmax_health import learn_admission_bound
-from pytest_tts_scaling.steps.qmax_quality import QualityCheck
+from pytest_tts_scaling.steps.qmax.health import learn_admission_bound
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
+from pytest_tts_scaling.steps.qmax.quality import QualityCheck
 
 # A rung whose p95 confidence interval contains the SLO is held this many extra windows at most.
 MAX_EXTENSIONS = 2
@@ -67,7 +67,7 @@ def iso_ns(epoch_ns: int) -> str:
 
 def measure_rung(
     endpoint: Endpoint,
-    settings: ResolvedOptions,
+    inputs: QmaxInputs,
     workload: Workload,
     step: Step,
     records_path: Path,
@@ -86,40 +86,42 @@ def measure_rung(
     `quality`: with --wer-sample, a few answers are kept and transcribed after the rung.
     """
     concurrency = step.concurrency
-    clock = record_clock(settings.run.slo_metric, reference)
+    clock = record_clock(inputs.slo.metric, reference)
     before = endpoint.instance_count()
-    inputs: list[dict[str, object]] = []
+    rows: list[dict[str, object]] = []
     texts: dict[str, str | None] = {}
     on_audio, kept = quality.keeper(concurrency, texts) if quality else (None, {})
 
     def make_request(worker: int, seq: int) -> RequestSpec:
         spec = workload.request(concurrency, worker, seq)
-        inputs.append(spec.input_row(rung=concurrency, worker=worker, seq=seq))
+        rows.append(spec.input_row(rung=concurrency, worker=worker, seq=seq))
         texts[spec.request_id] = spec.text
         return spec
 
     heard: list[RequestRecord] = []
-    ticker = _Ticker(step, settings, progress, eta_s, inputs, heard, clock)
+    ticker = _Ticker(step, inputs, progress, eta_s, rows, heard, clock)
 
     async def measure() -> RungRun:
-        async with endpoint.transport(settings.run.transport, concurrency=concurrency) as transport:
+        async with endpoint.transport(
+            inputs.workload.transport, concurrency=concurrency
+        ) as transport:
             ticking = asyncio.create_task(ticker.run())
             try:
                 return await run_rung(
                     transport,
                     make_request,
                     concurrency=concurrency,
-                    hold_s=settings.hold_s,
-                    measure_s=settings.measure_s,
+                    hold_s=inputs.ladder.hold_s,
+                    measure_s=inputs.ladder.measure_s,
                     should_extend=extension_rule(
-                        settings.slo_ms,
-                        settings.measure_s,
+                        inputs.slo.ms,
+                        inputs.ladder.measure_s,
                         ticker.extended,
                         clock,
-                        settings.slo_tiers_ms,
+                        inputs.slo.tiers_ms,
                     ),
                     max_extensions=MOST_EXTENSIONS,
-                    should_end=clear_failure_rule(concurrency, settings.slo_ms, heard, clock),
+                    should_end=clear_failure_rule(concurrency, inputs.slo.ms, heard, clock),
                     stall_s=stall_s,
                     on_record=heard.append,
                     on_audio=on_audio,
@@ -131,14 +133,13 @@ def measure_rung(
     result = asyncio.run(measure())
     after = endpoint.instance_count()
     keys: dict[str, TextKey] = {
-        str(row["request_id"]): (texts[str(row["request_id"])], _str(row["voice"]))
-        for row in inputs
+        str(row["request_id"]): (texts[str(row["request_id"])], _str(row["voice"])) for row in rows
     }
     result.records, reference = judge_answers(reference, concurrency, result.records, keys)
     learn_admission_bound(endpoint, result.records, f"at N={concurrency}")
     append_jsonl(records_path, [_record_row(r, result) for r in result.records])
-    append_jsonl(inputs_path, inputs)
-    rung = _judged(result, concurrency, settings, reference, instances=(before, after))
+    append_jsonl(inputs_path, rows)
+    rung = _judged(result, concurrency, inputs, reference, instances=(before, after))
     if quality is not None:
         rung = quality.judge(rung, kept, {r.request_id for r in started_in_window(result)})
     return rung, result, reference
@@ -151,18 +152,18 @@ class _Ticker:
     def __init__(
         self,
         step: Step,
-        settings: ResolvedOptions,
+        inputs: QmaxInputs,
         progress: Progress,
         eta_s: Callable[[float], float],
-        inputs: list[dict[str, object]],
+        rows: list[dict[str, object]],
         heard: list[RequestRecord],
         clock: RecordClock,
     ) -> None:
         self.step = step
-        self.settings = settings
+        self.inputs = inputs
         self.progress = progress
         self.eta_s = eta_s
-        self.inputs = inputs
+        self.rows = rows
         self.heard = heard
         self.clock = clock
         self.window_clock = WindowClock()
@@ -171,7 +172,7 @@ class _Ticker:
         """The rung's time left: to its window's end, then the drain's bound."""
         window_clock = self.window_clock
         if not window_clock.end_ns:  # the engine has not started the load yet
-            return self.settings.hold_s
+            return self.inputs.ladder.hold_s
         now = time.perf_counter_ns()
         drain_s = window_clock.drain_s if window_clock.draining else 0
         return max(0.001, (window_clock.end_ns - now) / 1e9 + drain_s)
@@ -184,28 +185,30 @@ class _Ticker:
 
     async def run(self) -> None:
         """Runs until cancelled, when the rung returns."""
-        settings, window_clock = self.settings, self.window_clock
+        inputs, window_clock = self.inputs, self.window_clock
         started = time.perf_counter_ns()
-        warmup_s = settings.hold_s - settings.measure_s
+        warmup_s = inputs.ladder.hold_s - inputs.ladder.measure_s
         window_start_ns = started + int(warmup_s * 1e9)
-        ticks = sorted({warmup_s, *_every(PROGRESS_EVERY_S, settings.hold_s)})
+        ticks = sorted({warmup_s, *_every(PROGRESS_EVERY_S, inputs.ladder.hold_s)})
         at = ticks.pop(0)
         while True:
             await asyncio.sleep(max(0.0, at - (time.perf_counter_ns() - started) / 1e9))
             elapsed = (time.perf_counter_ns() - started) / 1e9
             if window_clock.draining:
-                in_flight = len(self.inputs) - len(self.heard)
+                in_flight = len(self.rows) - len(self.heard)
                 self.progress(
                     drain_line(
                         self.step, in_flight, window_clock.drain_s, self.eta_s(self.rest_s())
                     )
                 )
             else:
-                window_s = max(settings.measure_s, (window_clock.end_ns - window_start_ns) / 1e9)
+                window_s = max(
+                    inputs.ladder.measure_s, (window_clock.end_ns - window_start_ns) / 1e9
+                )
                 self.progress(
                     live_line(
                         self.step,
-                        settings,
+                        inputs,
                         self.heard,
                         window_start_ns,
                         elapsed,
@@ -220,14 +223,14 @@ class _Ticker:
 def _judged(
     result: RungRun,
     concurrency: int,
-    settings: ResolvedOptions,
+    inputs: QmaxInputs,
     reference: AudioReference | None,
     *,
     instances: tuple[int | None, int | None],
 ) -> Rung:
     """The rung judged from what the engine heard, with the client's own timekeeping."""
     before, after = instances
-    lag_bound = client_lag_bound_ms(settings.slo_ms)
+    lag_bound = client_lag_bound_ms(inputs.slo.ms)
     mean, peak = time_weighted_in_flight(
         [(r.start_ns, r.end_ns) for r in result.records],
         result.window_start_ns,
@@ -247,8 +250,8 @@ def _judged(
             client_lag_p99_ms=result.client.worst_lag_p99_ms,
             client_lag_bound_ms=lag_bound,
         ),
-        settings.slo_ms,
-        settings.run.slo_metric,
+        inputs.slo.ms,
+        inputs.slo.metric,
         reference,
     )
     client = result.client.model_copy(update={"lag_bound_ms": lag_bound})
@@ -370,7 +373,7 @@ def _every(period_s: float, until_s: float) -> list[float]:
 
 def live_line(
     step: Step,
-    settings: ResolvedOptions,
+    inputs: QmaxInputs,
     heard: list[RequestRecord],
     window_start_ns: int,
     elapsed_s: float,
@@ -380,21 +383,21 @@ def live_line(
 ) -> str:
     """One rung in progress: N, phase, p95 so far (on the SLO's `clock`) against the SLO, and the
     whole run's ETA. `window_s`: the measure window as extended so far (--measure-s when not)."""
-    warmup_s = settings.hold_s - settings.measure_s
-    window_s = window_s if window_s is not None else settings.measure_s
+    warmup_s = inputs.ladder.hold_s - inputs.ladder.measure_s
+    window_s = window_s if window_s is not None else inputs.ladder.measure_s
     in_window = [r for r in heard if r.start_ns >= window_start_ns]
     if elapsed_s < warmup_s - 0.05:
         phase = f"warm-up {elapsed_s:.0f}/{warmup_s:g} s"
     else:
-        extended = " (extended)" if window_s > settings.measure_s + 0.05 else ""
+        extended = " (extended)" if window_s > inputs.ladder.measure_s + 0.05 else ""
         phase = f"measuring {max(0.0, elapsed_s - warmup_s):.0f}/{round(window_s, 1):g} s{extended}"
     seen, where = (in_window, "in the window") if in_window else (heard, "in the warm-up")
-    goodput = goodput_ms(seen, settings.slo_ms, clock)
+    goodput = goodput_ms(seen, inputs.slo.ms, clock)
     p95 = f"{float(np.percentile(goodput, 95)):.0f} ms {where}" if goodput else "n/a"
     return (
         f"qmax N={step.concurrency} {step.phase}: {phase}, p95 "
-        f"{CLOCK_WORDS[settings.run.slo_metric]} so far {p95} "
-        f"(SLO {settings.slo_ms:g} ms), {len(heard)} done; run ETA {mmss(eta_s)}"
+        f"{CLOCK_WORDS[inputs.slo.metric]} so far {p95} "
+        f"(SLO {inputs.slo.ms:g} ms), {len(heard)} done; run ETA {mmss(eta_s)}"
     )
 
 

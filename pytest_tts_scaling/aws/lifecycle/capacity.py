@@ -17,7 +17,7 @@ from pytest_tts_scaling.aws.fingerprint import (
     describe_endpoint,
     variant_states,
 )
-from pytest_tts_scaling.aws.snapshot import FreezeSnapshot
+from pytest_tts_scaling.aws.lifecycle.snapshot import FreezeSnapshot
 
 # An update (scale to one, restore) has this long to come back InService, polled every POLL_S.
 IN_SERVICE_TIMEOUT_S = 30 * 60.0

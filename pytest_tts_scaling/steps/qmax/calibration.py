@@ -22,8 +22,9 @@ from pytest_tts_scaling.endpoints.base import UrlEndpoint
 from pytest_tts_scaling.errors import ToolError
 from pytest_tts_scaling.load.scenario import load_scenario, resolve
 from pytest_tts_scaling.load.workload import Workload
-from pytest_tts_scaling.options import ResolvedOptions, RunOptions
+from pytest_tts_scaling.options import RunOptions
 from pytest_tts_scaling.steps.qmax import run_ladder
+from pytest_tts_scaling.steps.qmax.inputs import QmaxInputs
 
 # The share of each rung's hold that is measured; the rest is warm-up.
 MEASURED_SHARE = 2 / 3
@@ -62,27 +63,31 @@ def measure(
     is an outcome; any other exception is a bug and propagates.
     """
     with case.server() as server:
-        settings = RunOptions(
-            endpoint_url=server.base_url,
-            slo_ms=case.slo_ms,
-            slo_metric=case.slo_metric,
-            ladder=ladder,
-            hold_s=hold_s,
-            measure_s=hold_s * MEASURED_SHARE,
-            gap_s=0.0,
-            artifacts_dir=artifacts_dir,
-        ).for_kind()
+        inputs = QmaxInputs.from_options(
+            RunOptions(
+                endpoint_url=server.base_url,
+                slo_ms=case.slo_ms,
+                slo_metric=case.slo_metric,
+                ladder=ladder,
+                hold_s=hold_s,
+                measure_s=hold_s * MEASURED_SHARE,
+                gap_s=0.0,
+                artifacts_dir=artifacts_dir,
+            )
+        )
         started = time.monotonic()
         try:
             result = run_ladder(
                 UrlEndpoint(server.base_url),
-                settings,
+                inputs,
                 progress=progress,
-                workload=scenario_workload(case, settings.run.model),
+                workload=scenario_workload(case, inputs.workload.model),
             )
         except ToolError as exc:
             outcome = Outcome(q_max=None, bracketed=False, error=str(exc))
-            return Measurement(outcome, time.monotonic() - started, rungs=_rungs_kept(settings))
+            return Measurement(
+                outcome, time.monotonic() - started, rungs=_rungs_kept(artifacts_dir)
+            )
         wall_s = time.monotonic() - started
     rungs = result.artifact.rungs
     story = tuple(
@@ -109,7 +114,7 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f} ms"
 
 
-def _rungs_kept(settings: ResolvedOptions) -> int:
+def _rungs_kept(artifacts_dir: Path) -> int:
     """Rungs in the artifact a stopped run left behind (none when it stopped before rung 1)."""
-    kept = sorted(settings.run.artifacts_dir.glob("qmax-*.json"))
+    kept = sorted(artifacts_dir.glob("qmax-*.json"))
     return len(load(kept[0], QmaxArtifact).rungs) if kept else 0

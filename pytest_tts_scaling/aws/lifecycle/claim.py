@@ -14,8 +14,8 @@ from pathlib import Path
 from pytest_tts_scaling.artifacts import save
 from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import AwsClients
-from pytest_tts_scaling.aws.lock import FreezeLock, read_locks, remove_lock, write_lock
-from pytest_tts_scaling.aws.snapshot import (
+from pytest_tts_scaling.aws.lifecycle.lock import FreezeLock, read_locks, remove_lock, write_lock
+from pytest_tts_scaling.aws.lifecycle.snapshot import (
     FreezeSnapshot,
     lock_advice,
     lock_file,

@@ -1,8 +1,8 @@
 """The freeze snapshot: what a freeze changes, as it was, written before the first change.
 
-A run killed at any point leaves either nothing changed or a snapshot that `tts-bench thaw`
-restores from. The snapshot and the lock (:mod:`pytest_tts_scaling.aws.lock`) carry the same
-restore values, so either one is enough to put the endpoint back.
+A run killed at any point leaves either nothing changed or a snapshot that `tts-bench thaw` restores
+from. The snapshot and the lock (:mod:`.lock`) carry the same restore values, so either one is
+enough to put the endpoint back.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pytest_tts_scaling.artifacts import load
 from pytest_tts_scaling.aws import scaling
 from pytest_tts_scaling.aws.clients import AwsClients
 from pytest_tts_scaling.aws.fingerprint import component_state, describe_component, variant_states
-from pytest_tts_scaling.aws.lock import FreezeLock, RestoreValues, new_run_id, this_host
+from pytest_tts_scaling.aws.lifecycle.lock import FreezeLock, RestoreValues, new_run_id, this_host
 from pytest_tts_scaling.core.timeline import iso, parse_iso
 from pytest_tts_scaling.errors import ArtifactError, InputError
 

@@ -1,6 +1,6 @@
 """The ttotal step: pick the scale timer for the endpoint's kind, then write the artifact.
 
-Both timers (`ttotal_local`, `ttotal_sagemaker`) are a `ScaleTimer` (`ttotal_timer`), sharing its
+Both timers (`local`, `sagemaker`) are a `ScaleTimer` (`timer`), sharing its
 comparability rule and artifact builder and never importing each other.
 """
 
@@ -14,34 +14,34 @@ from pytest_tts_scaling.core.schema import QmaxArtifact, TtotalArtifact, ttotal_
 from pytest_tts_scaling.core.spelling import both_flags
 from pytest_tts_scaling.endpoints.base import Endpoint
 from pytest_tts_scaling.errors import InputError
-from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.ttotal_timer import TRIGGER, ScaleTimer
+from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
+from pytest_tts_scaling.steps.ttotal.timer import TRIGGER, ScaleTimer
 
 
-def require_qmax_artifact(settings: ResolvedOptions) -> Path:
+def require_qmax_artifact(inputs: TtotalInputs) -> Path:
     """The qmax artifact ttotal reads; refused before anything is started without one."""
-    if settings.run.qmax_artifact is None:
+    if not inputs.qmax_artifacts:
         raise InputError(
             f"ttotal needs the qmax artifact: expected {both_flags('--qmax-artifact')} FILE"
         )
-    if len(settings.run.qmax_artifacts) > 1:
+    if len(inputs.qmax_artifacts) > 1:
         raise InputError(
             f"ttotal measures one instance type: expected one {both_flags('--qmax-artifact')} "
-            f"FILE, got {len(settings.run.qmax_artifacts)}"
+            f"FILE, got {len(inputs.qmax_artifacts)}"
         )
-    return settings.run.qmax_artifact
+    return inputs.qmax_artifacts[0]
 
 
 def run_ttotal(
     endpoint: Endpoint,
-    settings: ResolvedOptions,
+    inputs: TtotalInputs,
     *,
     progress: Callable[[str], None],
 ) -> tuple[TtotalArtifact, Path]:
-    """Measure T_total on the endpoint the options name and write the artifact."""
-    qmax = load(require_qmax_artifact(settings), QmaxArtifact)
-    artifact = timer_for(endpoint)(endpoint, qmax, settings, progress=progress)
-    path = settings.run.artifacts_dir / ttotal_filename(artifact.model, TRIGGER, artifact.slug)
+    """Measure T_total on the endpoint the inputs name and write the artifact."""
+    qmax = load(require_qmax_artifact(inputs), QmaxArtifact)
+    artifact = timer_for(endpoint)(endpoint, qmax, inputs, progress=progress)
+    path = inputs.artifacts_dir / ttotal_filename(artifact.model, TRIGGER, artifact.slug)
     for line in kept_lines(save_keeping(artifact, path)):
         progress(f"ttotal: {line}")
     return artifact, path
@@ -50,11 +50,11 @@ def run_ttotal(
 def timer_for(endpoint: Endpoint) -> ScaleTimer:
     """The scale timer for the endpoint's kind; a plain URL has nothing to scale out."""
     if endpoint.kind == "sagemaker":
-        from pytest_tts_scaling.steps.ttotal_sagemaker import measure_sagemaker_ttotal
+        from pytest_tts_scaling.steps.ttotal.sagemaker import measure_sagemaker_ttotal
 
         return measure_sagemaker_ttotal
     if endpoint.kind == "local":
-        from pytest_tts_scaling.steps.ttotal_local import measure_local_ttotal
+        from pytest_tts_scaling.steps.ttotal.local import measure_local_ttotal
 
         return measure_local_ttotal
     raise InputError(

@@ -31,9 +31,9 @@ from pytest_tts_scaling.core.timeline import (
 from pytest_tts_scaling.endpoints.base import Endpoint, UrlEndpoint
 from pytest_tts_scaling.endpoints.local import LocalServer
 from pytest_tts_scaling.load.engine import ClosedLoop
-from pytest_tts_scaling.load.workload import Workload, workload_for
-from pytest_tts_scaling.options import ResolvedOptions
-from pytest_tts_scaling.steps.ttotal_timer import check_comparable, ttotal_artifact
+from pytest_tts_scaling.load.workload import Workload
+from pytest_tts_scaling.steps.ttotal.inputs import TtotalInputs
+from pytest_tts_scaling.steps.ttotal.timer import check_comparable, ttotal_artifact
 
 PING_EVERY_S = 0.1
 # A local process has no EC2 instance whose log stream could appear.
@@ -47,7 +47,7 @@ def _now() -> datetime:
 def measure_local_ttotal(
     endpoint: Endpoint,
     qmax: QmaxArtifact,
-    settings: ResolvedOptions,
+    inputs: TtotalInputs,
     *,
     progress: Callable[[str], None],
     workload: Workload | None = None,
@@ -56,11 +56,11 @@ def measure_local_ttotal(
     """Scale a local endpoint from one instance to two and time every stage."""
     if not isinstance(endpoint, UrlEndpoint):
         raise TypeError("the local scale timer needs an endpoint reachable by URL")
-    check_comparable(qmax, endpoint, settings)
-    workload = workload or workload_for(settings.run, endpoint.kind)
+    check_comparable(qmax, endpoint, inputs)
+    workload = workload or inputs.workload.workload(endpoint.kind)
     concurrency, post_scale = probe_rung(qmax)
     threshold = recovery_threshold_ms(qmax, post_scale)
-    window_s = settings.measure_s
+    window_s = inputs.probe.measure_s
     spawn = spawn or (
         lambda: LocalServer(
             log=progress,
@@ -74,7 +74,7 @@ def measure_local_ttotal(
         f"(1.25 x the ladder's p95 at N={post_scale})"
     )
     events, recovered = asyncio.run(
-        _probe_and_scale(endpoint, settings, workload, concurrency, threshold, spawn, progress)
+        _probe_and_scale(endpoint, inputs, workload, concurrency, threshold, spawn, progress)
     )
     return ttotal_artifact(
         endpoint,
@@ -98,7 +98,7 @@ def measure_local_ttotal(
 
 async def _probe_and_scale(
     endpoint: UrlEndpoint,
-    settings: ResolvedOptions,
+    inputs: TtotalInputs,
     workload: Workload,
     concurrency: int,
     threshold_ms: float,
@@ -108,7 +108,7 @@ async def _probe_and_scale(
     from pytest_tts_scaling.load.transports.balanced import LeastOutstandingTransport
 
     def transport_for(url: str) -> object:
-        return UrlEndpoint(url).transport(settings.run.transport, concurrency=concurrency)
+        return UrlEndpoint(url).transport(inputs.workload.transport, concurrency=concurrency)
 
     balancer = LeastOutstandingTransport(transport_for, [endpoint.base_url])  # type: ignore[arg-type]
     events = [Event("load_applied", _now(), "probe start (closed loop)")]
@@ -118,7 +118,7 @@ async def _probe_and_scale(
     server: LocalServer | None = None
     recovered = False
     try:
-        await loop.wait(settings.hold_s - settings.measure_s)
+        await loop.wait(inputs.probe.hold_s - inputs.probe.measure_s)
         events.append(Event("desired_set", _now(), "tts-bench: one more local instance requested"))
         server = spawn().start()
         deadline = time.monotonic() + server.ready_timeout_s
@@ -141,14 +141,14 @@ async def _probe_and_scale(
             f"ttotal: new instance in service after "
             f"{(in_service - events[1].at).total_seconds():.1f} s; waiting for recovery"
         )
-        give_up = time.monotonic() + 4 * settings.measure_s + 30
+        give_up = time.monotonic() + 4 * inputs.probe.measure_s + 30
         while time.monotonic() < give_up:
             await loop.wait(1.0)
             if (
                 recovered_at_ns(
                     loop.records,
                     after_ns=in_service_ns,
-                    window_s=settings.measure_s,
+                    window_s=inputs.probe.measure_s,
                     threshold_ms=threshold_ms,
                 )
                 is not None
@@ -175,7 +175,7 @@ async def _probe_and_scale(
         recovered_at_ns(
             loop.records,
             after_ns=in_service_ns,
-            window_s=settings.measure_s,
+            window_s=inputs.probe.measure_s,
             threshold_ms=threshold_ms,
         )
         if recovered
@@ -186,7 +186,7 @@ async def _probe_and_scale(
             Event(
                 "traffic_recovered",
                 from_epoch_ns(at_ns + loop.epoch_offset_ns),
-                f"probe p95 TTFAB over {settings.measure_s:g} s <= {threshold_ms:.0f} ms",
+                f"probe p95 TTFAB over {inputs.probe.measure_s:g} s <= {threshold_ms:.0f} ms",
             )
         )
     if server is not None:

@@ -1,0 +1,1 @@
+"""The freeze lifecycle: hold an endpoint still for a measurement and always give it back."""
