@@ -29,9 +29,18 @@ lint: $(STAMP)
 	# infra/tests is a folder of its own (its conftest.py beside container/tests' one): checked apart.
 	$(BIN)/mypy infra/tests
 
-# The project's own tests, with ruff and mypy first.
+# The project's own tests, with ruff and mypy first, in two pytest runs: the tests whose results
+# do not depend on a free CPU on WORKERS processes at once (pytest-xdist, whole modules per
+# process), then the `timing` tests (conftest.py's TIMING_MODULES) alone in one process. Both runs
+# always run and either failing fails the target. Without ARGS each must run tests; with ARGS one
+# that the selection leaves empty (pytest's exit 5) is fine, both empty is not.
+WORKERS ?= 2
+SELECTED := $(if $(strip $(ARGS)),yes,no)
 test: lint
-	$(BIN)/pytest --timeout=900 $(ARGS)
+	@parallel=0; $(BIN)/pytest --timeout=900 --phase=parallel -n $(WORKERS) --dist=loadfile $(ARGS) || parallel=$$?; \
+	timing=0; $(BIN)/pytest --timeout=900 --phase=timing $(ARGS) || timing=$$?; \
+	echo "make test: parallel run exit $$parallel, timing run exit $$timing"; \
+	case "$$parallel $$timing $(SELECTED)" in "0 0 "*|"0 5 yes"|"5 0 yes") ;; *) exit 1;; esac
 
 # The documentation site from docs/ into site/, offline; a broken link or a page left out of the nav fails it.
 docs: $(STAMP)

@@ -1,7 +1,9 @@
 """AWS test fixtures: one moto server (server mode, 127.0.0.1) per session and a clean AWS env.
 
 `.ci/run` may start the server itself and pass its URL in TTS_MOTO_URL; otherwise the session
-starts `moto_server` from this venv on a free port. Tests never reach AWS: the environment
+starts `moto_server` from this venv on a free port. Under pytest-xdist each worker starts its own
+server: two workers on one account would see each other's endpoints, alarms and scaling targets
+(some tests deploy the fixed name speech-kokoro-82m). Tests never reach AWS: the environment
 points boto3 at moto and holds fake credentials, and no profile or config file is read.
 """
 
@@ -47,7 +49,7 @@ def _wait_up(url: str, process: subprocess.Popen[bytes] | None, timeout_s: float
 @pytest.fixture(scope="session")
 def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     given = os.environ.get("TTS_MOTO_URL")
-    if given:
+    if given and not os.environ.get("PYTEST_XDIST_WORKER"):
         _wait_up(given.rstrip("/"), None)
         yield given.rstrip("/")
         return
