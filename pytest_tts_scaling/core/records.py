@@ -171,6 +171,8 @@ class StreamTimer:
     # piece that reached it was read, if one did (the transport then closes the connection).
     hang_up_after_s: float | None = None
     hung_up_ns: int | None = None
+    # The first audio's time is the kernel's arrival stamp, not when the client read it.
+    first_audio_kernel_stamped: bool = False
 
     def __post_init__(self) -> None:
         if self.decoder is None:
@@ -180,15 +182,17 @@ class StreamTimer:
         """Call just before the request is written."""
         self.start_ns = self.last_activity_ns = self.clock_ns()
 
-    def body(self, data: bytes, *, at_ns: int | None = None) -> None:
+    def body(self, data: bytes, *, at_ns: int | None = None, kernel_stamped: bool = False) -> None:
         """Call for every body byte read; only payload (audio) bytes are timed.
 
-        `at_ns`: when the bytes were read from the socket, where the transport knows (on this
-        clock); else now.
+        `at_ns`: when the bytes arrived, where the transport knows (on this clock); else now.
+        `kernel_stamped`: that time is the kernel's arrival stamp. No piece of the answer
+        arrives before its request was written.
         """
         assert self.decoder is not None
-        now = self.last_activity_ns = self.clock_ns() if at_ns is None else at_ns
-        self._arrived(now, self.decoder.feed(data))
+        now = self.clock_ns() if at_ns is None else max(at_ns, self.start_ns or at_ns)
+        self.last_activity_ns = now
+        self._arrived(now, self.decoder.feed(data), kernel_stamped)
 
     def finished(self, status: RequestStatus, error_code: str | None = None) -> None:
         """Call once when the exchange ends.
@@ -202,7 +206,7 @@ class StreamTimer:
         elif status == "ok":
             assert self.decoder is not None
             try:
-                self._arrived(now, self.decoder.finish())
+                self._arrived(now, self.decoder.finish(), kernel_stamped=False)
             except DecodeError as exc:
                 status, error_code = "error", f"decode_error: {exc}"
             else:
@@ -229,11 +233,12 @@ class StreamTimer:
         declared = self.decoder.wav_bytes_per_second if self.decoder is not None else None
         return declared or self.audio.bytes_per_second
 
-    def _arrived(self, now: int, payload: int) -> None:
+    def _arrived(self, now: int, payload: int, kernel_stamped: bool) -> None:
         if payload <= 0:
             return
         if self.first_audio_ns is None:
             self.first_audio_ns = now
+            self.first_audio_kernel_stamped = kernel_stamped
         self.audio_bytes += payload
         self.chunks.append((now, payload))
         if (
@@ -285,6 +290,9 @@ class RequestRecord:
     # The listener hung up once its audio had arrived (a scenario's [listener] table): served,
     # with only the answer's beginning.
     hung_up: bool = False
+    # The first audio was timed by the kernel's arrival stamp (plain HTTP on Linux), so the
+    # client's event loop being late did not delay its TTFAB.
+    first_audio_kernel_stamped: bool = False
 
     @classmethod
     def from_timer(
@@ -338,6 +346,7 @@ class RequestRecord:
             glitch_free_ms=glitch_free,
             peak_rises=rises,
             hung_up=timer.status == "ok" and timer.hung_up_ns is not None,
+            first_audio_kernel_stamped=timer.first_audio_kernel_stamped,
         )
 
     def with_levels(self, timer: StreamTimer) -> RequestRecord:

@@ -114,8 +114,9 @@ class Provenance(_Model):
 class ClientTiming(_Model):
     """The load client's own timekeeping over a measure window (client honesty).
 
-    `lag_*`: how late the client's event loop woke a 5 ms ticker; every timestamp the client
-    takes is late by about as much, so this bounds its TTFAB error. `cpu_share`: the loop
+    `lag_*`: how late the client's event loop woke a 5 ms ticker; every timestamp the loop
+    takes itself is late by about as much (over plain HTTP, pieces carry the kernel's arrival
+    stamp instead). `cpu_share`: the loop
     thread's CPU time over wall time (1.0 = the client had no time to spare).
     `kept_time_up_to`: the highest concurrency of this run at which the client kept time.
     """
@@ -133,7 +134,8 @@ class ClientTiming(_Model):
     gc_full_collections: int = Field(default=0, ge=0)
     gc_max_ms: float | None = None
     # p99 over the window's requests of how late the loop may have been when their first audio
-    # was read: bursts of answers meet a late loop more often than the ticker does.
+    # was read: bursts of answers meet a late loop more often than the ticker does. Only the
+    # answers timed on reading count (not those the kernel stamped on arrival).
     first_audio_lag_p99_ms: float | None = None
 
     @property

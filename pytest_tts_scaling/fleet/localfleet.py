@@ -73,8 +73,8 @@ class _RelayTimer(StreamTimer):
         if self.on_started is not None:
             self.on_started(self)
 
-    def body(self, data: bytes, *, at_ns: int | None = None) -> None:
-        super().body(data, at_ns=at_ns)
+    def body(self, data: bytes, *, at_ns: int | None = None, kernel_stamped: bool = False) -> None:
+        super().body(data, at_ns=at_ns, kernel_stamped=kernel_stamped)
         if self.forward is not None:
             self.forward(data)
 

@@ -410,8 +410,13 @@ async def run_rung(
 
 
 def first_audio_between(records: list[RequestRecord], start_ns: int, end_ns: int) -> list[int]:
-    """When each request's first audio was read, for those read between two monotonic times."""
-    times = (r.start_ns + int(r.ttfab_ms * 1e6) for r in records if r.ttfab_ms is not None)
+    """When each request's first audio was read, for those read between two monotonic times
+    and timed on reading: a late loop delayed those, not the ones the kernel stamped."""
+    times = (
+        r.start_ns + int(r.ttfab_ms * 1e6)
+        for r in records
+        if r.ttfab_ms is not None and not r.first_audio_kernel_stamped
+    )
     return [t for t in times if start_ns <= t <= end_ns]
 
 

@@ -1,8 +1,10 @@
 """The client watching itself: how late its event loop runs, its CPU, and its garbage collections.
 
-Every timestamp the closed loop takes is late by about as much as its event loop is, so this
-lateness bounds the TTFAB error, and a rung whose client could not keep time is not judged.
-Full collections, the usual cause of a late loop, are held back during a rung (:func:`quiet_gc`).
+A timestamp the closed loop takes itself is late by about as much as its event loop is: a
+request's start, and a piece read over TLS, WebSocket or AWS (over plain HTTP the kernel stamps
+each piece's arrival instead). A rung whose client could not keep time is not judged: its loop
+also started requests late and held fewer in flight than asked. Full collections, the usual
+cause of a late loop, are held back during a rung (:func:`quiet_gc`).
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ def client_lag_bound_ms(slo_ms: float) -> float:
 class LoopMonitor:
     """How late the event loop wakes a sleeper, and how busy the loop's thread is.
 
-    Every timestamp the client takes is late by about as much as this ticker is, so its
-    lateness bounds the TTFAB error. Garbage collections are timed too (one that walks the
+    Every timestamp the loop takes itself is late by about as much as this ticker is.
+    Garbage collections are timed too (one that walks the
     whole heap is the usual cause of a late clock). Samples go into arrays, which the GC does
     not track.
     """

@@ -1,13 +1,13 @@
 """`response-stream` against a URL: POST /invocations (or the scenario's method, path and
 headers), read the body as it arrives.
 
-Each worker owns one keep-alive HTTP/1.1 connection: a small asyncio protocol that parses the
-answer (httptools, C) in the socket's read callback and hands each body piece to the request's
-timer there, stamped with the moment it was read. The read callbacks run first in each turn of
-the event loop, so a stamp is when the bytes left the kernel, not when a coroutine got round to
-them; and no coroutine wakes per piece, so hundreds of streams answering at once cost the loop
-little (the TTFAB error at 256 streams is this loop's lateness). A shared connection pool would
-scan every connection per request, which at that scale delays the very bytes being timed.
+Each worker owns one keep-alive HTTP/1.1 connection: a small protocol that parses the answer
+(httptools, C) as it is read and hands each body piece to the request's timer, stamped with
+when its bytes arrived. Over plain HTTP that is the kernel's own arrival time (`arrival`), so
+the TTFAB of hundreds of streams answering at once does not wait for the event loop to get
+round to each socket; over TLS it is when the loop read them. No coroutine wakes per piece, and
+no pool is shared: a shared pool scans every connection per request, which at that scale delays
+the very bytes being timed.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httptools
@@ -31,6 +32,7 @@ from pytest_tts_scaling.load.transports import (
     error_outcome,
     named,
 )
+from pytest_tts_scaling.load.transports.arrival import StampedConnection, open_stamped
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -75,23 +77,36 @@ class _Exchange:
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
+class _Wire(Protocol):
+    """The connection's transport: a `StampedConnection`, or asyncio's over TLS."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class _AnswerProtocol(asyncio.Protocol):
-    """The connection: parses each answer as its bytes are read and reports to its timer."""
+    """The connection: parses each answer as its bytes arrive and reports to its timer."""
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        self.transport: _Wire | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.exchange: _Exchange | None = None
         # False once the connection is gone, closed, or said it will not carry another answer.
         self.reusable = True
-        self._read_at = 0
+        self._arrived_at = 0
+        self._kernel_stamped = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+    def connection_made(self, transport: asyncio.BaseTransport | StampedConnection) -> None:
+        assert isinstance(transport, asyncio.Transport | StampedConnection)
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self._read_at = time.perf_counter_ns()
+        """asyncio's transport (TLS): the bytes are timed when the loop read them."""
+        self.data_arrived(data, time.perf_counter_ns(), kernel_stamped=False)
+
+    def data_arrived(self, data: bytes | memoryview, at_ns: int, kernel_stamped: bool) -> None:
+        self._arrived_at, self._kernel_stamped = at_ns, kernel_stamped
         try:
             self.parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
@@ -126,7 +141,7 @@ class _AnswerProtocol(asyncio.Protocol):
             exchange.error_body += body
             return
         try:
-            exchange.timer.body(body, at_ns=self._read_at)
+            exchange.timer.body(body, at_ns=self._arrived_at, kernel_stamped=self._kernel_stamped)
         except DecodeError as exc:
             exchange.decode_error = exc
             return
@@ -188,13 +203,16 @@ class _HttpSession:
 
     async def _connect(self) -> _AnswerProtocol:
         t = self.transport
-        context = ssl.create_default_context() if t.tls else None
         loop = asyncio.get_running_loop()
-        try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(_AnswerProtocol, t.host, t.port, ssl=context),
-                CONNECT_TIMEOUT_S,
+        opening = (
+            loop.create_connection(
+                _AnswerProtocol, t.host, t.port, ssl=ssl.create_default_context()
             )
+            if t.tls
+            else open_stamped(t.host, t.port, _AnswerProtocol)
+        )
+        try:
+            _, connection = await asyncio.wait_for(opening, CONNECT_TIMEOUT_S)
         except TimeoutError:
             raise ConnectTimeout(
                 f"no connection to {t.host}:{t.port} in {CONNECT_TIMEOUT_S:g} s"

@@ -1,0 +1,146 @@
+"""Plain HTTP pieces are timed by the kernel's arrival stamp, not by when the loop read them."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pytest_tts_scaling.core.records import RequestRecord, StreamTimer
+from pytest_tts_scaling.load.engine import first_audio_between
+from pytest_tts_scaling.load.transports.arrival import SO_TIMESTAMPNS, arrival_ns
+from pytest_tts_scaling.load.transports.http import HttpStreamTransport
+from pytest_tts_scaling.load.workload import Workload
+
+AUDIO = b"\x01\x00" * 2400
+WAIT_S = 10.0
+
+
+class _OnCue:
+    """A server thread that answers one request with headers, then its audio only on cue,
+    noting the monotonic clock just before and just after the audio's write."""
+
+    def __init__(self, request_body_bytes: int = 0) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.request_read = threading.Event()
+        self.cue = threading.Event()
+        self.audio_sent = threading.Event()
+        self.request_bytes = 0
+        self.sent_between: tuple[int, int] = (0, 0)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        connection, _ = self.listener.accept()
+        with connection:
+            connection.settimeout(WAIT_S)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += connection.recv(65536)
+            head, body = received.split(b"\r\n\r\n", 1)
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(body) < length:
+                body += connection.recv(1 << 20)
+            self.request_bytes = len(body)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(AUDIO))
+            self.request_read.set()
+            if self.cue.wait(WAIT_S):
+                before = time.perf_counter_ns()
+                connection.sendall(AUDIO)
+                self.sent_between = (before, time.perf_counter_ns())
+            self.audio_sent.set()
+            connection.recv(1)  # until the client closes
+
+    @contextmanager
+    def running(self) -> Iterator[_OnCue]:
+        self.thread.start()
+        try:
+            yield self
+        finally:
+            self.cue.set()
+            self.listener.close()
+
+
+def _one_request(server: _OnCue, *, block_loop_while_sent: bool, text: str = "hi") -> StreamTimer:
+    async def go() -> StreamTimer:
+        request = Workload(texts=(text,)).request(1, 0, 0)
+        timer = StreamTimer(request.audio, decoder=request.decoder())
+        transport = HttpStreamTransport(f"http://127.0.0.1:{server.port}")
+        async with transport.session() as session:
+            sending = asyncio.create_task(session.send(request, timer))
+            assert await asyncio.to_thread(server.request_read.wait, WAIT_S)
+            server.cue.set()
+            if block_loop_while_sent:
+                # The loop is busy elsewhere while the audio arrives, and reads it only after
+                # the server's write has returned.
+                assert server.audio_sent.wait(WAIT_S)
+            await sending
+        return timer
+
+    return asyncio.run(go())
+
+
+def test_audio_read_by_a_late_loop_is_timed_when_it_arrived() -> None:
+    with _OnCue().running() as server:
+        timer = _one_request(server, block_loop_while_sent=True)
+    before, after = server.sent_between
+    assert timer.status == "ok"
+    assert timer.first_audio_ns is not None
+    # Read after `after` (the loop was blocked until then), stamped while the write ran.
+    assert before <= timer.first_audio_ns <= after
+    assert timer.first_audio_kernel_stamped
+
+
+def test_a_request_larger_than_the_socket_buffer_is_written_whole() -> None:
+    text = "a" * (8 << 20)
+    with _OnCue().running() as server:
+        timer = _one_request(server, block_loop_while_sent=False, text=text)
+    assert timer.status == "ok"
+    assert timer.audio_bytes == len(AUDIO)
+    assert server.request_bytes > len(text)
+
+
+def _stamp(wall_ns: int) -> list[tuple[int, int, bytes]]:
+    timespec = struct.pack("@qq", wall_ns // 1_000_000_000, wall_ns % 1_000_000_000)
+    return [(socket.SOL_SOCKET, SO_TIMESTAMPNS, timespec)]
+
+
+def test_arrival_is_the_read_less_what_the_kernel_held() -> None:
+    read_ns, wall_ns = 5_000_000_000, 1_765_000_000_123_456_789
+    assert arrival_ns(_stamp(wall_ns - 3_000_000), read_ns, wall_ns) == read_ns - 3_000_000
+    # No stamp, or a foreign control message: none.
+    assert arrival_ns([], read_ns, wall_ns) is None
+    assert arrival_ns([(socket.SOL_SOCKET, 1, b"\0" * 16)], read_ns, wall_ns) is None
+    # A wall clock stepped back since the stamp: never later than the read.
+    assert arrival_ns(_stamp(wall_ns + 7_000_000), read_ns, wall_ns) == read_ns
+
+
+def test_no_piece_arrives_before_its_request_was_written() -> None:
+    """A wall clock stepped forward between arrival and read would date the bytes too early."""
+    request = Workload().request(1, 0, 0)
+    timer = StreamTimer(request.audio, decoder=request.decoder(), clock_ns=lambda: 1_000)
+    timer.started()
+    timer.body(AUDIO, at_ns=400)
+    assert timer.first_audio_ns == 1_000
+
+
+def test_only_first_audio_timed_on_reading_is_charged_the_loop_lateness() -> None:
+    request = Workload().request(1, 0, 0)
+    records = []
+    for kernel_stamped in (False, True):
+        timer = StreamTimer(request.audio, decoder=request.decoder(), clock_ns=lambda: 1_000_000)
+        timer.started()
+        timer.body(AUDIO, at_ns=3_000_000, kernel_stamped=kernel_stamped)
+        timer.finished("ok")
+        record = RequestRecord.from_timer(timer, request, rung=1, worker=0, epoch_offset_ns=0)
+        assert record.to_json()["first_audio_kernel_stamped"] is kernel_stamped
+        records.append(record)
+    assert first_audio_between(records, 0, 10_000_000) == [3_000_000]
