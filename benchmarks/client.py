@@ -136,11 +136,7 @@ def nan_if_none(value: float | None) -> float:
 
 
 def show(row: dict[str, float]) -> None:
-    read_lag = (
-        ""
-        if np.isnan(row["fa_lag"])
-        else f" (at first audio timed on reading {row['fa_lag']:.2f} ms)"
-    )
+    read_lag = "" if np.isnan(row["fa_lag"]) else f" (at first audio {row['fa_lag']:.2f} ms)"
     print(
         f"  N={int(row['streams']):5d}: {int(row['requests']):6d} requests, {int(row['failed'])} "
         f"failed, in-flight {row['in_flight']:8.1f}, TTFAB error p50 {row['err_p50']:6.2f} ms, "

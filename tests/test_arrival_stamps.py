@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from pytest_tts_scaling.core.records import RequestRecord, StreamTimer
 from pytest_tts_scaling.load.engine import first_audio_between
-from pytest_tts_scaling.load.transports.arrival import SO_TIMESTAMPNS, arrival_ns
+from pytest_tts_scaling.load.transports.arrival import SO_TIMESTAMPNS, _read_buffer, arrival_ns
 from pytest_tts_scaling.load.transports.http import HttpStreamTransport
 from pytest_tts_scaling.load.workload import Workload
 
@@ -69,11 +69,13 @@ class _OnCue:
             self.listener.close()
 
 
-def _one_request(server: _OnCue, *, block_loop_while_sent: bool, text: str = "hi") -> StreamTimer:
+def _one_request(
+    server: _OnCue, *, block_loop_while_sent: bool, text: str = "hi", host: str = "127.0.0.1"
+) -> StreamTimer:
     async def go() -> StreamTimer:
         request = Workload(texts=(text,)).request(1, 0, 0)
         timer = StreamTimer(request.audio, decoder=request.decoder())
-        transport = HttpStreamTransport(f"http://127.0.0.1:{server.port}")
+        transport = HttpStreamTransport(f"http://{host}:{server.port}")
         async with transport.session() as session:
             sending = asyncio.create_task(session.send(request, timer))
             assert await asyncio.to_thread(server.request_read.wait, WAIT_S)
@@ -108,6 +110,13 @@ def test_a_request_larger_than_the_socket_buffer_is_written_whole() -> None:
     assert server.request_bytes > len(text)
 
 
+def test_a_host_name_is_resolved_and_its_addresses_tried_in_turn() -> None:
+    """`localhost` may name ::1 first; the server listens on 127.0.0.1 only."""
+    with _OnCue().running() as server:
+        timer = _one_request(server, block_loop_while_sent=False, host="localhost")
+    assert (timer.status, timer.audio_bytes) == ("ok", len(AUDIO))
+
+
 def _stamp(wall_ns: int) -> list[tuple[int, int, bytes]]:
     timespec = struct.pack("@qq", wall_ns // 1_000_000_000, wall_ns % 1_000_000_000)
     return [(socket.SOL_SOCKET, SO_TIMESTAMPNS, timespec)]
@@ -123,16 +132,19 @@ def test_arrival_is_the_read_less_what_the_kernel_held() -> None:
     assert arrival_ns(_stamp(wall_ns + 7_000_000), read_ns, wall_ns) == read_ns
 
 
-def test_no_piece_arrives_before_its_request_was_written() -> None:
+def test_a_stamp_from_before_the_request_is_not_believed() -> None:
     """A wall clock stepped forward between arrival and read would date the bytes too early."""
     request = Workload().request(1, 0, 0)
-    timer = StreamTimer(request.audio, decoder=request.decoder(), clock_ns=lambda: 1_000)
+    now = iter([1_000, 1_500])
+    timer = StreamTimer(request.audio, decoder=request.decoder(), clock_ns=lambda: next(now))
     timer.started()
-    timer.body(AUDIO, at_ns=400)
-    assert timer.first_audio_ns == 1_000
+    timer.body(AUDIO, at_ns=400, kernel_stamped=True)
+    assert (timer.first_audio_ns, timer.first_audio_kernel_stamped) == (1_500, False)
 
 
-def test_only_first_audio_timed_on_reading_is_charged_the_loop_lateness() -> None:
+def test_records_say_which_first_audio_the_kernel_stamped_and_all_are_charged_lateness() -> None:
+    """A kernel stamp is the newest bytes' of its read: a late loop that read two pieces at once
+    dated the first by the second, so every answer's first audio counts toward the lateness."""
     request = Workload().request(1, 0, 0)
     records = []
     for kernel_stamped in (False, True):
@@ -143,4 +155,16 @@ def test_only_first_audio_timed_on_reading_is_charged_the_loop_lateness() -> Non
         record = RequestRecord.from_timer(timer, request, rung=1, worker=0, epoch_offset_ns=0)
         assert record.to_json()["first_audio_kernel_stamped"] is kernel_stamped
         records.append(record)
-    assert first_audio_between(records, 0, 10_000_000) == [3_000_000]
+    assert first_audio_between(records, 0, 10_000_000) == [3_000_000, 3_000_000]
+
+
+def test_connections_on_one_thread_share_one_read_buffer() -> None:
+    """A buffer each would hold 256 KiB per connection until a full collection."""
+    mine = _read_buffer()
+    assert _read_buffer() is mine
+    theirs: list[bytearray] = []
+    other = threading.Thread(target=lambda: theirs.append(_read_buffer()))
+    other.start()
+    other.join(WAIT_S)
+    assert theirs
+    assert theirs[0] is not mine

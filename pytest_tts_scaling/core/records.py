@@ -186,13 +186,14 @@ class StreamTimer:
         """Call for every body byte read; only payload (audio) bytes are timed.
 
         `at_ns`: when the bytes arrived, where the transport knows (on this clock); else now.
-        `kernel_stamped`: that time is the kernel's arrival stamp. No piece of the answer
-        arrives before its request was written.
+        `kernel_stamped`: that time is the kernel's arrival stamp. A stamp from before the
+        request was written (a wall clock stepped forward since) is not believed: then now.
         """
         assert self.decoder is not None
-        now = self.clock_ns() if at_ns is None else max(at_ns, self.start_ns or at_ns)
-        self.last_activity_ns = now
-        self._arrived(now, self.decoder.feed(data), kernel_stamped)
+        if at_ns is None or (self.start_ns is not None and at_ns < self.start_ns):
+            at_ns, kernel_stamped = self.clock_ns(), False
+        self.last_activity_ns = at_ns
+        self._arrived(at_ns, self.decoder.feed(data), kernel_stamped)
 
     def finished(self, status: RequestStatus, error_code: str | None = None) -> None:
         """Call once when the exchange ends.
@@ -290,8 +291,8 @@ class RequestRecord:
     # The listener hung up once its audio had arrived (a scenario's [listener] table): served,
     # with only the answer's beginning.
     hung_up: bool = False
-    # The first audio was timed by the kernel's arrival stamp (plain HTTP on Linux), so the
-    # client's event loop being late did not delay its TTFAB.
+    # The first audio was timed by the kernel's arrival stamp (plain HTTP on Linux), not by when
+    # the client read it (arrival.py says when that stamp is the piece's own).
     first_audio_kernel_stamped: bool = False
 
     @classmethod

@@ -134,8 +134,7 @@ class ClientTiming(_Model):
     gc_full_collections: int = Field(default=0, ge=0)
     gc_max_ms: float | None = None
     # p99 over the window's requests of how late the loop may have been when their first audio
-    # was read: bursts of answers meet a late loop more often than the ticker does. Only the
-    # answers timed on reading count (not those the kernel stamped on arrival).
+    # was read: bursts of answers meet a late loop more often than the ticker does.
     first_audio_lag_p99_ms: float | None = None
 
     @property

@@ -410,13 +410,9 @@ async def run_rung(
 
 
 def first_audio_between(records: list[RequestRecord], start_ns: int, end_ns: int) -> list[int]:
-    """When each request's first audio was read, for those read between two monotonic times
-    and timed on reading: a late loop delayed those, not the ones the kernel stamped."""
-    times = (
-        r.start_ns + int(r.ttfab_ms * 1e6)
-        for r in records
-        if r.ttfab_ms is not None and not r.first_audio_kernel_stamped
-    )
+    """When each request's first audio arrived, for those between two monotonic times. (A late
+    loop can delay even a kernel-stamped one: by the gap to the next piece, when both waited.)"""
+    times = (r.start_ns + int(r.ttfab_ms * 1e6) for r in records if r.ttfab_ms is not None)
     return [t for t in times if start_ns <= t <= end_ns]
 
 

@@ -2,10 +2,13 @@
 
 A timestamp taken when the event loop reads a socket is late by however long the loop was busy
 elsewhere: at hundreds of streams, whose answers arrive in bursts, that lateness is the client's
-TTFAB error. Linux stamps each packet as it arrives (`SO_TIMESTAMPNS`) and gives the stamp of a
-read's bytes to `recvmsg`; this connection reads with it, so a piece is timed when its bytes
-reached the host, however late the loop got round to them. Where the kernel gives no stamp
-(another system), a read is timed when it happens, as asyncio's own transports are.
+TTFAB error. Linux stamps each packet as it arrives (`SO_TIMESTAMPNS`) and gives `recvmsg` the
+stamp of the newest bytes a read returns; this connection reads with it, so a piece the loop
+reads late is still timed when it reached the host. The stamp is the piece's own only when the
+loop read it before the next one arrived: TCP merges segments waiting in the socket and keeps the
+newest stamp, so then it is late by the gap between them, and never later than the read. Where
+the kernel gives no stamp (another system), a read is timed when it happens, as asyncio's own
+transports are.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import contextlib
 import socket
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
@@ -23,8 +27,18 @@ from typing import Protocol, TypeVar
 SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("@qq")
 _STAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
-# As much as asyncio's transports read at once.
+# As much as asyncio's transports read at once, into one buffer per thread (per event loop): a
+# connection's protocol is done with the bytes when its call returns, and a buffer each would
+# hold 256 KiB per connection until a full collection, which rungs hold back.
 READ_BYTES = 256 * 1024
+_read_buffers = threading.local()
+
+
+def _read_buffer() -> bytearray:
+    buffer: bytearray | None = getattr(_read_buffers, "buffer", None)
+    if buffer is None:
+        buffer = _read_buffers.buffer = bytearray(READ_BYTES)
+    return buffer
 
 
 class ArrivalProtocol(Protocol):
@@ -61,9 +75,15 @@ def arrival_ns(
 async def open_stamped(
     host: str, port: int, protocol_factory: Callable[[], P]
 ) -> tuple[StampedConnection, P]:
-    """Connect to the first of `host`'s addresses that answers, as `loop.create_connection`."""
+    """Connect to the first of `host`'s addresses that answers, as `loop.create_connection`
+    (which, like this, resolves a numeric address without the thread pool)."""
     loop = asyncio.get_running_loop()
-    addresses = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    try:
+        addresses = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST
+        )
+    except socket.gaierror:
+        addresses = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     refused: OSError | None = None
     for family, kind, proto, _name, address in addresses:
         sock = socket.socket(family, kind, proto)
@@ -93,7 +113,7 @@ class StampedConnection:
         self._sock = sock
         self._fd = sock.fileno()
         self._protocol = protocol
-        self._buffer = bytearray(READ_BYTES)
+        self._buffer = _read_buffer()
         self._unsent = bytearray()
         self._closed = False
         if sys.platform.startswith("linux"):
